@@ -1,0 +1,21 @@
+#!/bin/sh
+# All set-up on a fresh Debian 12/13 machine, as root: system packages, the
+# Python environment in .venv/ with the `harness` command. Safe to re-run.
+set -eu
+cd "$(dirname "$0")"
+if [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --no-install-recommends \
+        qemu-system-x86 qemu-utils mmdebstrap debian-archive-keyring \
+        gcc make flex bison bc libelf-dev libssl-dev dwarves cpio xz-utils zstd \
+        kmod e2fsprogs openssh-client git ccache rsync ca-certificates \
+        python3 python3-venv python3-dev >/dev/null
+else
+    echo "bootstrap.sh: not root, skipping apt packages (see: harness doctor)" >&2
+fi
+if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+fi
+.venv/bin/pip install -q --upgrade pip >/dev/null
+.venv/bin/pip install -q -e '.[test]'

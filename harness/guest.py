@@ -1,0 +1,165 @@
+"""Guest stage: SSH sessions into nodes (paramiko), host key pinned.
+
+Every command runs under the guest's coreutils `timeout`, so a command that
+hangs is killed in the guest too, not only abandoned by the client.
+"""
+from __future__ import annotations
+
+import base64
+import shlex
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import paramiko
+
+from .errors import GuestError
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    node: str
+    command: str
+    exit_code: int          # -1: the client-side deadline passed
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def describe(self) -> str:
+        out = (self.stdout + self.stderr).strip().splitlines()[-15:]
+        return (f"[{self.node}] `{self.command}` exited {self.exit_code} after "
+                f"{self.seconds:.1f} s" + ("\n" + "\n".join(out) if out else ""))
+
+
+def _as_command(cmd: str | Sequence[str]) -> str:
+    return cmd if isinstance(cmd, str) else shlex.join(cmd)
+
+
+def _wrapped(command: str, timeout: float) -> str:
+    # -k: a command ignoring SIGTERM is killed 5 s later
+    return f"timeout -k 5 {int(max(1, timeout))} bash -c {shlex.quote(command)}"
+
+
+class Background:
+    """A command started with Session.start(); wait() collects it."""
+
+    def __init__(self, session: "Session", command: str, channel: paramiko.Channel,
+                 timeout: float):
+        self.session, self.command, self.channel = session, command, channel
+        self.started = time.monotonic()
+        self.deadline = self.started + timeout + 15
+
+    def wait(self) -> CommandResult:
+        out, err, code = _drain(self.channel, self.deadline)
+        result = CommandResult(self.session.node, self.command, code, out, err,
+                               time.monotonic() - self.started)
+        self.session._log(result)
+        return result
+
+    def stop(self) -> None:
+        self.channel.close()
+
+
+def _drain(channel: paramiko.Channel, deadline: float) -> tuple[str, str, int]:
+    out, err = bytearray(), bytearray()
+    while True:
+        busy = False
+        while channel.recv_ready():
+            out += channel.recv(65536)
+            busy = True
+        while channel.recv_stderr_ready():
+            err += channel.recv_stderr(65536)
+            busy = True
+        if channel.exit_status_ready() and not busy and not channel.recv_ready() \
+                and not channel.recv_stderr_ready():
+            code = channel.recv_exit_status()
+            break
+        if time.monotonic() > deadline:
+            code = -1
+            break
+        if not busy:
+            time.sleep(0.02)
+    channel.close()
+    return out.decode(errors="replace"), err.decode(errors="replace"), code
+
+
+class Session:
+    def __init__(self, node: str, client: paramiko.SSHClient, log: Path | None):
+        self.node, self.client, self.log = node, client, log
+
+    @classmethod
+    def connect(cls, node: str, host: str, port: int, key: Path, host_key_pub: str,
+                timeout: float = 10, log: Path | None = None) -> "Session":
+        """One connection attempt; raises OSError/SSHException for the caller's
+        retry loop, GuestError when the guest presents a different host key."""
+        client = paramiko.SSHClient()
+        keytype, b64 = host_key_pub.split()[:2]
+        pinned = paramiko.PKey.from_type_string(keytype, base64.b64decode(b64))
+        client.get_host_keys().add(f"[{host}]:{port}", keytype, pinned)
+        client.set_missing_host_key_policy(paramiko.RejectPolicy())
+        try:
+            client.connect(host, port=port, username="root", key_filename=str(key),
+                           timeout=timeout, banner_timeout=timeout,
+                           auth_timeout=timeout, allow_agent=False, look_for_keys=False)
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            raise GuestError(f"{node}: SSH host key mismatch on {host}:{port} (pinned "
+                             f"{keytype}); the port may belong to another guest", 3) from exc
+        except BaseException:
+            client.close()
+            raise
+        transport = client.get_transport()
+        if transport:
+            transport.set_keepalive(15)
+        return cls(node, client, log)
+
+    def _log(self, result: CommandResult) -> None:
+        if self.log:
+            with open(self.log, "a") as f:
+                f.write(f"$ {result.command}\n# exit {result.exit_code} in "
+                        f"{result.seconds:.2f} s\n{result.stdout}{result.stderr}\n")
+
+    def _open(self, command: str) -> paramiko.Channel:
+        transport = self.client.get_transport()
+        if transport is None or not transport.is_active():
+            raise GuestError(f"{self.node}: SSH connection is gone (did the guest die?)", 3)
+        try:
+            channel = transport.open_session(timeout=30)
+            channel.exec_command(command)
+        except (paramiko.SSHException, socket.error, EOFError) as exc:
+            raise GuestError(f"{self.node}: SSH failed to start `{command}`: {exc}", 3) from exc
+        return channel
+
+    def run(self, cmd: str | Sequence[str], timeout: float = 300,
+            check: bool = False) -> CommandResult:
+        command = _as_command(cmd)
+        start = time.monotonic()
+        channel = self._open(_wrapped(command, timeout))
+        out, err, code = _drain(channel, start + timeout + 15)
+        result = CommandResult(self.node, command, code, out, err, time.monotonic() - start)
+        self._log(result)
+        if check and not result.ok:
+            raise GuestError(result.describe(), 1)
+        return result
+
+    def start(self, cmd: str | Sequence[str], timeout: float = 300) -> Background:
+        command = _as_command(cmd)
+        return Background(self, command, self._open(_wrapped(command, timeout)), timeout)
+
+    def put(self, local: Path, remote: str) -> None:
+        with self.client.open_sftp() as sftp:
+            sftp.put(str(local), remote)
+
+    def get(self, remote: str, local: Path) -> None:
+        local.parent.mkdir(parents=True, exist_ok=True)
+        with self.client.open_sftp() as sftp:
+            sftp.get(remote, str(local))
+
+    def close(self) -> None:
+        self.client.close()

@@ -1,0 +1,191 @@
+"""Run plans: YAML (+ `--set key=value` overrides) -> a typed, validated Plan.
+
+Every schema error names the file, the dotted key path and what was expected,
+and maps to exit code 2.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import PlanError
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    # debian: Debian's linux-source package; git: a local tree at a ref
+    source: str = "debian"
+    debian_package: str = "linux-source-7.2"
+    # an exact Debian version, or a glob: the newest offered version matching it
+    debian_version: str = "7.2.*"
+    debian_suites: tuple[str, ...] = ("sid", "trixie-backports")
+    tree: str | None = None
+    ref: str = "HEAD"
+
+
+@dataclass(frozen=True)
+class KconfigSpec:
+    # tinyconfig (+ kvm_guest.config), defconfig, or a path to a .config
+    base: str = "tinyconfig"
+    fragments: tuple[str, ...] = ("virt-guest",)
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    jobs: int = 0               # 0: one per host core
+    ccache: bool = True
+    timeout: int = 7200         # seconds for the whole make
+
+
+@dataclass(frozen=True)
+class VmSpec:
+    backend: str = "qemu"
+    accel: str = "auto"         # auto | kvm | tcg
+    nodes: int = 2
+    memory_mb: int = 2048
+    cpus: int = 1
+    boot_timeout: int = 300     # seconds until the first SSH answer (TCG is slow)
+    kvm_probe_timeout: int = 20
+    init: str = "fast"          # fast (harness init) | systemd
+    l2_subnet: str = "10.99.0"  # node N gets <subnet>.N/24 on its second NIC
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str = "unnamed"
+    description: str = ""
+    kernel: KernelSpec = field(default_factory=KernelSpec)
+    kconfig: KconfigSpec = field(default_factory=KconfigSpec)
+    build: BuildSpec = field(default_factory=BuildSpec)
+    image: str = "trixie-rdma"
+    vm: VmSpec = field(default_factory=VmSpec)
+    suites: tuple[str, ...] = ("modules", "verbs-smoke")
+    modules: tuple[str, ...] = ()
+    test_timeout: int = 900     # seconds for one guest command inside a suite
+    source_file: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+CHOICES = {
+    "kernel.source": ("debian", "git"),
+    "vm.backend": ("qemu",),
+    "vm.accel": ("auto", "kvm", "tcg"),
+    "vm.init": ("fast", "systemd"),
+}
+
+
+def _describe(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _convert(value: Any, tp: Any, where: str, src: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)][0]
+        return _convert(value, inner, where, src)
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            raise PlanError(f"{src}: {where}: expected a list, got {value!r}")
+        return tuple(_convert(v, typing.get_args(tp)[0], f"{where}[{i}]", src)
+                     for i, v in enumerate(value))
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, where, src)
+    if tp is bool and isinstance(value, bool):
+        return value
+    if tp is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if tp is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise PlanError(f"{src}: {where}: expected {_describe(tp)}, got {value!r}")
+
+
+def _build(cls: type, data: Any, where: str, src: str) -> Any:
+    if not isinstance(data, dict):
+        raise PlanError(f"{src}: {where or 'top level'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        path = f"{where}.{key}" if where else str(key)
+        if key not in names or key == "source_file":
+            raise PlanError(f"{src}: unknown key '{path}' (known here: "
+                            f"{', '.join(sorted(names - {'source_file'}))})")
+        kwargs[key] = _convert(value, hints[key], path, src)
+        allowed = CHOICES.get(path)
+        if allowed and kwargs[key] not in allowed:
+            raise PlanError(f"{src}: {path}: expected one of {', '.join(allowed)}, "
+                            f"got {kwargs[key]!r}")
+    return cls(**kwargs)
+
+
+def apply_set(data: dict, assignment: str) -> None:
+    """Apply one `--set a.b.c=value` to the raw plan mapping; value is YAML."""
+    if "=" not in assignment:
+        raise PlanError(f"--set {assignment}: expected KEY=VALUE (e.g. vm.accel=tcg)")
+    key, raw = assignment.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw != "" else ""
+    except yaml.YAMLError as exc:
+        raise PlanError(f"--set {key}: value {raw!r} is not valid YAML: {exc}") from exc
+    parts = key.strip().split(".")
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise PlanError(f"--set {key}: '{part}' is not a mapping in the plan")
+    node[parts[-1]] = value
+
+
+def load(path: str | Path | None, overrides: list[str] = ()) -> Plan:
+    path = Path(path) if path else PROJECT_ROOT / "plans" / "quickstart.yaml"
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise PlanError(f"{path}: plan file not found") from None
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot read plan: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise PlanError(f"{path}{line}: malformed YAML: "
+                        f"{getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise PlanError(f"{path}: top level must be a mapping of plan keys")
+    for assignment in overrides:
+        apply_set(data, assignment)
+    plan = _build(Plan, data, "", str(path))
+    if plan.kernel.tree and plan.kernel.source == "debian":
+        # naming a tree is choosing it: `--set kernel.tree=/src/linux` is enough
+        plan = dataclasses.replace(
+            plan, kernel=dataclasses.replace(plan.kernel, source="git"))
+    _check(plan, str(path))
+    return dataclasses.replace(plan, source_file=str(path))
+
+
+def _check(plan: Plan, src: str) -> None:
+    if plan.kernel.source == "git" and not plan.kernel.tree:
+        raise PlanError(f"{src}: kernel.source is git but kernel.tree is not set "
+                        "(e.g. --set kernel.tree=/src/linux)")
+    if plan.vm.nodes < 1 or plan.vm.nodes > 2:
+        raise PlanError(f"{src}: vm.nodes: 1 or 2 nodes are supported (the shared "
+                        f"L2 is a point-to-point link), got {plan.vm.nodes}")
+    for key in ("memory_mb", "cpus", "boot_timeout", "kvm_probe_timeout"):
+        if getattr(plan.vm, key) <= 0:
+            raise PlanError(f"{src}: vm.{key}: must be positive")

@@ -1,0 +1,46 @@
+"""The summary a developer reads at the end of a run (rich tables; plain text
+when the output is not a terminal, e.g. in CI logs)."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from .model import RunResult
+
+_STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skip": "yellow",
+          "xfail": "yellow"}
+
+
+def _metrics(metrics: dict[str, float]) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in metrics.items())
+
+
+def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
+    stages = Table(title="stages", show_edge=False)
+    for column in ("stage", "status", "seconds", "note"):
+        stages.add_column(column)
+    for s in result.stages:
+        note = "cached" if s.cached else (s.message.splitlines()[0][:90] if s.message else "")
+        stages.add_row(s.name, f"[{_STYLE.get(s.status, '')}]{s.status}", f"{s.seconds:.1f}", note)
+    console.print(stages)
+    if result.tests:
+        tests = Table(title="tests", show_edge=False)
+        for column in ("suite", "test", "node", "status", "seconds", "metrics / message"):
+            tests.add_column(column)
+        for t in result.tests:
+            detail = _metrics(t.metrics) or (t.message.splitlines()[0][:80] if t.message else "")
+            tests.add_row(t.suite, t.name, t.node, f"[{_STYLE.get(t.status, '')}]{t.status}",
+                          f"{t.seconds:.1f}", detail)
+        console.print(tests)
+    for crash in result.crashes:
+        console.print(f"[bold red]crash[/] {crash['node']}: {crash['title']}")
+    counts = {s: sum(1 for t in result.tests if t.status == s) for s in _STYLE}
+    kernel = result.kernel
+    console.print(
+        f"kernel {kernel.get('release', '?')} ({kernel.get('source', '?')}), accel "
+        f"{kernel.get('accel', '?')}; tests: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    if result.error:
+        console.print(f"[bold red]error:[/] {result.error}")
+    style = _STYLE.get({"error": "error"}.get(result.verdict, result.verdict), "")
+    console.print(f"verdict: [{style}]{result.verdict}[/] (exit {result.exit_code}); "
+                  f"run directory: {run_dir}")

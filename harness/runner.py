@@ -1,0 +1,234 @@
+"""Wires the stages for one plan: source -> kconfig -> build -> image -> boot ->
+test -> detect -> results. The run directory is written whatever happens
+(errors, Ctrl-C, SIGTERM), and no QEMU process outlives the run."""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+import secrets
+import shutil
+import signal
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+
+from . import build, detect, image, kconfig, source, suites
+from .cache import Cache, digest
+from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, PlanError
+from .plan import Plan
+from .results.model import RunResult, StageRecord
+from .results.summary import print_summary
+from .results.writers import write_json, write_junit
+from .suites.plugin import SuiteContext, SuiteNode
+from .vm import topology
+from .vm.accel import choose as choose_accel
+from .vm.qemu import BootConfig, QemuNode
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM: stop, clean up, still write the run directory."""
+
+
+@dataclass
+class RunContext:
+    plan: Plan
+    run_dir: Path
+    cache: Cache
+    console: Console
+    result: RunResult
+
+
+def new_run_dir(runs_dir: Path, plan: Plan) -> tuple[str, Path]:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_id = f"{stamp}-{plan.name}-{secrets.token_hex(2)}"
+    run_dir = runs_dir / run_id
+    run_dir.mkdir(parents=True)
+    return run_id, run_dir
+
+
+@contextlib.contextmanager
+def stage(ctx: RunContext, name: str):
+    """Time a stage, record its outcome, announce it."""
+    start = time.monotonic()
+    info: dict = {"cached": False}
+    ctx.console.print(f"[bold]>[/] {name} ...")
+    try:
+        yield info
+    except BaseException as exc:
+        status = "fail" if getattr(exc, "exit_code", EXIT_INFRA) == EXIT_FAIL else "error"
+        ctx.result.stages.append(StageRecord(name, status, round(time.monotonic() - start, 2),
+                                             str(exc) or type(exc).__name__))
+        ctx.console.print(f"[bold red]x[/] {name} {status} after "
+                          f"{time.monotonic() - start:.1f} s")
+        raise
+    seconds = round(time.monotonic() - start, 2)
+    ctx.result.stages.append(StageRecord(name, "pass", seconds, info.get("note", ""),
+                                         info["cached"]))
+    ctx.console.print(f"[green]ok[/] {name} {seconds:.1f} s"
+                      + (" (cached)" if info["cached"] else ""))
+
+
+def _raise_interrupt(signum, frame):
+    raise Interrupted(f"interrupted by {signal.Signals(signum).name}")
+
+
+def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
+        console: Console | None = None) -> RunResult:
+    console = console or Console(highlight=False)
+    run_id, run_dir = new_run_dir(runs_dir, plan)
+    (run_dir / "plan.yaml").write_text(yaml.safe_dump(plan.to_dict(), sort_keys=False))
+    result = RunResult(run_id=run_id, plan=plan.name,
+                       started=datetime.datetime.now().isoformat(timespec="seconds"))
+    ctx = RunContext(plan, run_dir, cache or Cache(), console, result)
+    nodes: list[QemuNode] = []
+    old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        _pipeline(ctx, nodes)
+    except HarnessError as exc:
+        result.error, result.exit_code = f"{exc.stage}: {exc}", exc.exit_code
+    except Interrupted as exc:
+        result.error, result.exit_code = str(exc), EXIT_INFRA
+    finally:
+        with contextlib.suppress(Interrupted):
+            _finish(ctx, nodes)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    return result
+
+
+def preflight(plan: Plan) -> None:
+    """Check every input that needs no download before spending minutes: bad
+    input ends the run at once with exit 2, naming the culprit."""
+    for name in plan.kconfig.fragments:
+        kconfig.parse_fragment(kconfig.fragment_path(name))
+    unknown = [s for s in plan.suites if s not in suites.SUITES]
+    if unknown:
+        raise PlanError(f"{plan.source_file}: suites: unknown suite(s) {', '.join(unknown)} "
+                        f"(known: {', '.join(suites.SUITES)})")
+    image.load_recipe(plan.image)
+    if plan.kernel.source == "git":
+        source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree")
+
+
+def _pipeline(ctx: RunContext, nodes: list[QemuNode]) -> None:
+    plan, cache, run_dir, result = ctx.plan, ctx.cache, ctx.run_dir, ctx.result
+    logs = run_dir / "logs"
+    logs.mkdir()
+    preflight(plan)
+    with stage(ctx, "source") as info:
+        tree = source.prepare(plan.kernel, cache, logs / "source.log")
+        result.kernel.update(source=tree.origin, commit=tree.commit, version=tree.version)
+    objdir = cache.entry("objdirs", digest(str(tree.path)))
+    with cache.lock("objdirs", digest(str(tree.path))):
+        with stage(ctx, "kconfig") as info:
+            report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / "kconfig.log")
+            info["cached"] = report.cached
+            shutil.copyfile(report.config, run_dir / "config")
+            result.kconfig = _kconfig_summary(report)
+            kconfig.check(report)
+        with stage(ctx, "build") as info:
+            kb = build.build(tree, report, objdir, plan.build, cache, logs / "build.log")
+            info["cached"], info["note"] = kb.cached, f"{len(kb.warnings)} warnings"
+            result.kernel.update(release=kb.release, build_key=kb.key,
+                                 warnings=list(kb.warnings))
+    shutil.copyfile(kb.config, run_dir / ".config")
+    with stage(ctx, "image") as info:
+        img = image.build_image(plan.image, cache, logs / "image.log")
+        moddisk = _modules_disk(kb, cache, logs / "image.log")
+    with stage(ctx, "boot") as info:
+        _boot(ctx, kb, img, moddisk, nodes)
+    with stage(ctx, "test") as info:
+        _test(ctx, kb, nodes)
+
+
+def _kconfig_summary(report: kconfig.ConfigReport) -> dict:
+    got = dict(report.actual)
+    return {"base": report.base,
+            "requested": [{"symbol": r.symbol, "want": r.want, "got": got[r.symbol],
+                           "fragment": f"{Path(r.fragment).name}:{r.line}"}
+                          for r in report.requested],
+            "missing": [{"symbol": r.symbol, "want": r.want, "got": g,
+                         "fragment": f"{Path(r.fragment).name}:{r.line}"}
+                        for r, g in report.missing]}
+
+
+def _modules_disk(kb: build.KernelBuild, cache: Cache, log: Path) -> Path:
+    with cache.lock("moddisks", kb.key):
+        entry = cache.get("moddisks", kb.key)
+        if entry is None:
+            with cache.fill("moddisks", kb.key) as scratch:
+                image.modules_disk(kb.modules_root, kb.release, scratch / "modules.img", log)
+            entry = cache.entry("moddisks", kb.key)
+    return entry / "modules.img"
+
+
+def _boot(ctx: RunContext, kb, img, moddisk: Path, nodes: list[QemuNode]) -> None:
+    vm = ctx.plan.vm
+    accel = choose_accel(vm.accel, kb.bzimage, ctx.cache, ctx.run_dir / "logs",
+                         vm.kvm_probe_timeout)
+    ctx.result.kernel.update(accel=accel.accel, accel_reason=accel.reason)
+    ctx.console.print(f"  accelerator: {accel.accel} ({accel.reason})")
+    init = img.init if vm.init == "fast" else "/lib/systemd/systemd"
+    boot = BootConfig(kb, img, moddisk, accel.accel, vm.boot_timeout, init)
+    for spec in topology(vm):
+        node = QemuNode(spec, boot, ctx.run_dir / "nodes" / spec.name)
+        nodes.append(node)
+        node.start()
+    for node in nodes:
+        node.wait_ssh(node.dir / "ssh.log")
+        ctx.console.print(f"  {node.name}: SSH answered {node.boot_seconds:.1f} s "
+                          "after QEMU started")
+    ctx.result.nodes = [{"name": n.name, "ssh_port": n.spec.ssh_port, "l2_ip": n.spec.l2_ip,
+                         "boot_seconds": round(n.boot_seconds or 0, 2)} for n in nodes]
+
+
+def _test(ctx: RunContext, kb, nodes: list[QemuNode]) -> None:
+    plan = ctx.plan
+    sctx = SuiteContext(
+        nodes=[SuiteNode(n.name, n.session, n.spec.l2_ip, n.spec.l2_nic) for n in nodes],
+        kernel_release=kb.release, modules=plan.modules or suites.DEFAULT_MODULES,
+        command_timeout=plan.test_timeout)
+
+    def show(record) -> None:
+        ctx.console.print(f"  {record.status:5} {record.suite} {record.name} "
+                          f"({record.seconds:.1f} s)")
+
+    ctx.result.tests = list(suites.run(plan.suites, sctx, ctx.run_dir / "logs" / "pytest.log",
+                                       on_result=show))
+    if not ctx.result.tests:
+        raise HarnessError("the suites ran no test; see logs/pytest.log", EXIT_INFRA)
+
+
+def _finish(ctx: RunContext, nodes: list[QemuNode]) -> None:
+    result = ctx.result
+    for node in nodes:
+        if node.session is not None and node.alive():
+            with contextlib.suppress(Exception):
+                dmesg = node.session.run(["dmesg"], timeout=60)
+                (node.dir / "dmesg.txt").write_text(dmesg.stdout)
+        node.stop()
+        for crash in detect.find_crashes(node.console_text(), node=node.name):
+            result.crashes.append(asdict(crash))
+    _verdict(result)
+    result.finished = datetime.datetime.now().isoformat(timespec="seconds")
+    write_json(result, ctx.run_dir / "results.json")
+    write_junit(result, ctx.run_dir / "junit.xml")
+    print_summary(result, ctx.console, str(ctx.run_dir))
+
+
+def _verdict(result: RunResult) -> None:
+    failed = [t for t in result.tests if t.status in ("fail", "error")]
+    if result.error and result.exit_code == EXIT_INFRA and result.crashes:
+        # the harness could not go on, but the console shows why: the kernel
+        result.exit_code = EXIT_FAIL
+    if result.error:
+        result.verdict = "fail" if result.exit_code == EXIT_FAIL else "error"
+        return
+    if failed or result.crashes:
+        result.verdict, result.exit_code = "fail", EXIT_FAIL
+    else:
+        result.verdict, result.exit_code = "pass", 0

@@ -1,0 +1,103 @@
+"""The pytest plugin that connects suites to a harness run: fixtures for the
+booted nodes, parametrization per node and per module, a dmesg marker before
+every test (blktests style), and one TestRecord per test case."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from ..guest import Session
+from ..results.model import TestRecord
+
+
+@dataclass
+class SuiteNode:
+    name: str
+    ssh: Session
+    l2_ip: str
+    l2_nic: str
+
+
+@dataclass
+class SuiteContext:
+    nodes: list[SuiteNode]
+    kernel_release: str
+    modules: tuple[str, ...]
+    command_timeout: float
+    records: list[TestRecord] = field(default_factory=list)
+
+
+def _status(report: pytest.TestReport) -> str:
+    if hasattr(report, "wasxfail"):
+        return "xfail" if report.skipped else "fail"
+    if report.passed:
+        return "pass"
+    if report.skipped:
+        return "skip"
+    return "fail" if report.when == "call" else "error"
+
+
+def _message(report: pytest.TestReport) -> str:
+    if report.passed:
+        return ""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2])
+    text = getattr(report, "longreprtext", "") or str(report.longrepr or "")
+    crash = getattr(getattr(report.longrepr, "reprcrash", None), "message", "")
+    return crash or text[-2000:]
+
+
+class HarnessPlugin:
+    def __init__(self, ctx: SuiteContext, suite_of: dict[str, str], on_result=None):
+        self.ctx = ctx
+        self.on_result = on_result        # called with each finished TestRecord
+        self.suite_of = suite_of          # pytest file name -> suite name
+        self._pending: dict[str, TestRecord] = {}
+
+    @pytest.fixture(scope="session")
+    def ctx(self) -> SuiteContext:
+        return self.ctx
+
+    @pytest.fixture(scope="session")
+    def nodes(self) -> list[SuiteNode]:
+        return self.ctx.nodes
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if "node" in metafunc.fixturenames:
+            metafunc.parametrize("node", self.ctx.nodes, ids=[n.name for n in self.ctx.nodes])
+        if "module" in metafunc.fixturenames:
+            metafunc.parametrize("module", self.ctx.modules, ids=list(self.ctx.modules))
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        for node in self.ctx.nodes:
+            node.ssh.run(f"echo 'harness: begin {item.nodeid}' > /dev/kmsg", timeout=30)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        status = _status(report)
+        key = report.nodeid
+        props = dict(report.user_properties)
+        node = props.pop("node", "")
+        if not node and "[" in key:
+            node = next((n.name for n in self.ctx.nodes
+                         if n.name in key.split("[", 1)[1]), "")
+        metrics = {k[7:]: float(v) for k, v in props.items() if k.startswith("metric.")}
+        previous = self._pending.get(key)
+        if previous and (status == "pass" or previous.status != "pass"):
+            # teardown passing after a failed call keeps the failure
+            status, message = previous.status, previous.message
+            metrics = {**previous.metrics, **metrics}
+        else:
+            message = _message(report)
+        seconds = (previous.seconds if previous else 0.0) + report.duration
+        file_name = Path(key.split("::", 1)[0]).name
+        self._pending[key] = TestRecord(
+            suite=self.suite_of.get(file_name, file_name), name=key.split("::", 1)[-1],
+            node=node, status=status, seconds=round(seconds, 3), message=message,
+            metrics=metrics)
+        if report.when == "teardown" and self.on_result:
+            self.on_result(self._pending[key])
+
+    def pytest_sessionfinish(self) -> None:
+        self.ctx.records.extend(self._pending.values())

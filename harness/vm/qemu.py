@@ -1,0 +1,149 @@
+"""Direct QEMU backend: one process per node, -kernel boot, serial console to
+a file, a QMP socket, SSH forwarded on 127.0.0.1, a point-to-point L2 between
+two nodes (-netdev dgram). Nodes boot copy-on-write overlays of the base disk.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import paramiko
+from qemu.qmp.legacy import QEMUMonitorProtocol
+
+from .. import proc
+from ..build import KernelBuild
+from ..errors import BootError
+from ..guest import Session
+from ..image import GuestImage
+from . import NodeSpec, free_port
+from .accel import QEMU
+
+# what QEMU prints when a host port we picked was taken in the meantime
+_PORT_RACE = ("Could not set up host forwarding rule", "Address already in use")
+
+
+@dataclass(frozen=True)
+class BootConfig:
+    kernel: KernelBuild
+    image: GuestImage
+    modules_disk: Path
+    accel: str
+    boot_timeout: float
+    init: str                 # path of init in the guest
+    extra_cmdline: str = ""
+
+
+def cmdline(node: NodeSpec, boot: BootConfig) -> str:
+    parts = ["console=ttyS0", "root=/dev/vda", "rw", f"init={boot.init}",
+             "net.ifnames=0", "panic=-1", f"harness.hostname={node.name}",
+             f"harness.net={node.cmdline_net()}"]
+    return " ".join(parts + ([boot.extra_cmdline] if boot.extra_cmdline else []))
+
+
+def qemu_argv(node: NodeSpec, boot: BootConfig, overlay: Path, node_dir: Path) -> list[str]:
+    l2 = (f"dgram,id=l2,local.type=inet,local.host=127.0.0.1,"
+          f"local.port={node.l2_local_port},remote.type=inet,"
+          f"remote.host=127.0.0.1,remote.port={node.l2_remote_port}")
+    return [
+        QEMU, "-name", node.name, "-accel", boot.accel, "-m", str(node.memory_mb),
+        "-smp", str(node.cpus), "-nodefaults", "-no-user-config", "-display", "none",
+        "-no-reboot", "-serial", f"file:{node_dir / 'console.log'}",
+        "-qmp", f"unix:{node_dir / 'qmp.sock'},server=on,wait=off",
+        "-kernel", str(boot.kernel.bzimage), "-append", cmdline(node, boot),
+        "-drive", f"file={overlay},if=virtio,format=qcow2",
+        "-drive", f"file={boot.modules_disk},if=virtio,format=raw,readonly=on",
+        "-netdev", f"user,id=mgmt,hostfwd=tcp:127.0.0.1:{node.ssh_port}-:22",
+        "-device", f"virtio-net-pci,netdev=mgmt,mac={node.mgmt_mac}",
+        "-netdev", l2, "-device", f"virtio-net-pci,netdev=l2,mac={node.l2_mac}",
+        "-device", "virtio-rng-pci",
+    ]
+
+
+class QemuNode:
+    def __init__(self, spec: NodeSpec, boot: BootConfig, node_dir: Path):
+        self.spec, self.boot, self.dir = spec, boot, node_dir
+        self.console = node_dir / "console.log"
+        self.qemu_log = node_dir / "qemu.log"
+        self.popen = None
+        self.session: Session | None = None
+        self.boot_seconds: float | None = None
+        self._started = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def start(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        overlay = self.dir / "root-overlay.qcow2"
+        overlay.unlink(missing_ok=True)
+        proc.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
+                  self.boot.image.disk, overlay], timeout=60, check=True, error=BootError)
+        for attempt in range(3):
+            self.console.write_text("")
+            self._started = time.monotonic()
+            self.popen = proc.spawn(qemu_argv(self.spec, self.boot, overlay, self.dir),
+                                    log=self.qemu_log)
+            time.sleep(0.5)
+            if self.popen.poll() is None or not self._port_race():
+                return
+            self.spec = replace(self.spec, ssh_port=free_port())
+
+    def _port_race(self) -> bool:
+        text = self.qemu_log.read_text(errors="replace")
+        return any(marker in text for marker in _PORT_RACE)
+
+    def alive(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def console_text(self) -> str:
+        return self.console.read_text(errors="replace") if self.console.exists() else ""
+
+    def console_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.console_text().splitlines()[-lines:])
+
+    def wait_ssh(self, ssh_log: Path) -> Session:
+        """Poll SSH until it answers, QEMU dies, or the boot watchdog fires."""
+        deadline = self._started + self.boot.boot_timeout
+        while True:
+            if not self.alive():
+                raise BootError(self._death_message(), 3)
+            try:
+                self.session = Session.connect(
+                    self.name, "127.0.0.1", self.spec.ssh_port, self.boot.image.client_key,
+                    self.boot.image.host_key_pub, timeout=10, log=ssh_log)
+                self.boot_seconds = time.monotonic() - self._started
+                return self.session
+            except (OSError, paramiko.SSHException, EOFError):
+                pass
+            if time.monotonic() > deadline:
+                raise BootError(f"{self.name}: no SSH answer within "
+                                f"{self.boot.boot_timeout:.0f} s (vm.boot_timeout); "
+                                f"console tail ({self.console}):\n{self.console_tail()}", 3)
+            time.sleep(0.5)
+
+    def _death_message(self) -> str:
+        qemu_tail = self.qemu_log.read_text(errors="replace").strip().splitlines()[-5:]
+        return (f"{self.name}: QEMU exited with code {self.popen.returncode} before SSH "
+                f"answered.\nqemu: {' | '.join(qemu_tail)}\nconsole tail "
+                f"({self.console}):\n{self.console_tail()}")
+
+    def stop(self) -> None:
+        """Quit through QMP, then make sure the process group is gone."""
+        if self.session:
+            self.session.close()
+            self.session = None
+        if not self.alive():
+            return
+        sock = self.dir / "qmp.sock"
+        try:
+            qmp = QEMUMonitorProtocol(str(sock))
+            qmp.connect()
+            qmp.settimeout(5)
+            qmp.cmd("quit")
+            qmp.close()
+            self.popen.wait(timeout=10)
+        except Exception:   # any QMP trouble: the kill below still ends it
+            pass
+        proc.kill_group(self.popen, grace=2)

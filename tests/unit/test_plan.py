@@ -1,0 +1,73 @@
+from pathlib import Path
+
+import pytest
+
+from harness import plan as plan_mod
+from harness.errors import EXIT_BAD_INPUT, PlanError
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_quickstart_plan_loads_with_the_documented_defaults():
+    plan = plan_mod.load(plan_mod.PROJECT_ROOT / "plans" / "quickstart.yaml")
+    assert plan.name == "quickstart"
+    assert plan.kernel.source == "debian"
+    assert plan.kernel.debian_package == "linux-source-7.2"
+    assert set(plan.kconfig.fragments) >= {"virt-guest", "rdma", "hmm-p2p", "ionic", "mlx5"}
+    assert plan.suites == ("modules", "verbs-smoke")
+    assert plan.vm.nodes == 2
+
+
+def test_set_overrides_dotted_keys_with_yaml_values(tmp_path):
+    path = write(tmp_path, "name: x\n")
+    plan = plan_mod.load(path, ["vm.accel=tcg", "suites=[modules]", "vm.memory_mb=1024",
+                                "build.ccache=false"])
+    assert plan.vm.accel == "tcg"
+    assert plan.suites == ("modules",)
+    assert plan.vm.memory_mb == 1024
+    assert plan.build.ccache is False
+
+
+def test_naming_a_tree_switches_to_git_source(tmp_path):
+    plan = plan_mod.load(write(tmp_path, "name: x\n"), ["kernel.tree=/src/linux"])
+    assert plan.kernel.source == "git"
+    assert plan.kernel.tree == "/src/linux"
+
+
+@pytest.mark.parametrize("override, words", [
+    ("vm.acel=tcg", ["unknown key 'vm.acel'", "accel"]),
+    ("nosuch=1", ["unknown key 'nosuch'"]),
+    ("vm.accel=warp", ["vm.accel", "auto, kvm, tcg", "'warp'"]),
+    ("vm.memory_mb=lots", ["vm.memory_mb", "expected int"]),
+    ("vm.nodes=3", ["vm.nodes", "1 or 2"]),
+    ("suites", ["KEY=VALUE"]),
+])
+def test_bad_overrides_name_the_key(tmp_path, override, words):
+    with pytest.raises(PlanError) as info:
+        plan_mod.load(write(tmp_path, "name: x\n"), [override])
+    assert info.value.exit_code == EXIT_BAD_INPUT
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path):
+    path = write(tmp_path, "name: x\nvm:\n  nodes: [1,\n")
+    with pytest.raises(PlanError) as info:
+        plan_mod.load(path)
+    assert str(path) in str(info.value)
+    assert "malformed YAML" in str(info.value)
+
+
+def test_missing_plan_file(tmp_path):
+    with pytest.raises(PlanError, match="plan file not found"):
+        plan_mod.load(tmp_path / "nope.yaml")
+
+
+def test_wrong_type_in_file_names_the_key_path(tmp_path):
+    path = write(tmp_path, "kconfig:\n  fragments: {a: 1}\n")
+    with pytest.raises(PlanError, match=r"kconfig.fragments: expected a list"):
+        plan_mod.load(path)
