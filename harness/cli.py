@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from . import plan as plan_mod
 from .errors import EXIT_BAD_INPUT, HarnessError
@@ -48,12 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         plan = plan_mod.load(args.plan, args.overrides)
     except HarnessError as exc:
-        console.print(f"[bold red]error:[/] {exc}")
+        console.print(f"[bold red]error:[/] {escape(str(exc))}")
         return exc.exit_code
     try:
         args.runs_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        console.print(f"[bold red]error:[/] --runs-dir {args.runs_dir}: {exc.strerror}")
+        console.print(f"[bold red]error:[/] --runs-dir {escape(str(args.runs_dir))}: "
+                      f"{exc.strerror}")
         return EXIT_BAD_INPUT
     result = run(plan, args.runs_dir, Cache(args.cache_dir), console)
     return result.exit_code

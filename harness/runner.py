@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 from rich.console import Console
+from rich.markup import escape
 
 from . import build, detect, image, kconfig, source, suites
 from .cache import Cache, digest
@@ -29,8 +30,9 @@ from .vm.accel import choose as choose_accel
 from .vm.qemu import BootConfig, QemuNode
 
 
-class Interrupted(Exception):
-    """Ctrl-C or SIGTERM: stop, clean up, still write the run directory."""
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM: stop, clean up, still write the run directory. A
+    KeyboardInterrupt, so that pytest running the suites stops too."""
 
 
 @dataclass
@@ -40,6 +42,7 @@ class RunContext:
     cache: Cache
     console: Console
     result: RunResult
+    interrupted: str = ""
 
 
 def new_run_dir(runs_dir: Path, plan: Plan) -> tuple[str, Path]:
@@ -72,10 +75,6 @@ def stage(ctx: RunContext, name: str):
                       + (" (cached)" if info["cached"] else ""))
 
 
-def _raise_interrupt(signum, frame):
-    raise Interrupted(f"interrupted by {signal.Signals(signum).name}")
-
-
 def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
         console: Console | None = None) -> RunResult:
     console = console or Console(highlight=False)
@@ -85,7 +84,12 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
                        started=datetime.datetime.now().isoformat(timespec="seconds"))
     ctx = RunContext(plan, run_dir, cache or Cache(), console, result)
     nodes: list[QemuNode] = []
-    old = {s: signal.signal(s, _raise_interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+
+    def interrupt(signum, frame):
+        ctx.interrupted = f"interrupted by {signal.Signals(signum).name}"
+        raise Interrupted(ctx.interrupted)
+
+    old = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         _pipeline(ctx, nodes)
     except HarnessError as exc:
@@ -194,11 +198,13 @@ def _test(ctx: RunContext, kb, nodes: list[QemuNode]) -> None:
         command_timeout=plan.test_timeout)
 
     def show(record) -> None:
-        ctx.console.print(f"  {record.status:5} {record.suite} {record.name} "
-                          f"({record.seconds:.1f} s)")
+        ctx.console.print(escape(f"  {record.status:5} {record.suite} {record.name} "
+                                 f"({record.seconds:.1f} s)"))
 
     ctx.result.tests = list(suites.run(plan.suites, sctx, ctx.run_dir / "logs" / "pytest.log",
                                        on_result=show))
+    if ctx.interrupted:      # pytest swallowed the KeyboardInterrupt and returned
+        raise Interrupted(ctx.interrupted)
     if not ctx.result.tests:
         raise HarnessError("the suites ran no test; see logs/pytest.log", EXIT_INFRA)
 

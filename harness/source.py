@@ -49,7 +49,7 @@ def git(args: list[str], cwd: Path, log: Path | None = None, check: bool = True,
 def kernel_version(tree: Path) -> str:
     """VERSION.PATCHLEVEL.SUBLEVEL+EXTRAVERSION, read from the top Makefile."""
     head = (tree / "Makefile").read_text(errors="replace")[:2000]
-    fields = dict(re.findall(r"^(VERSION|PATCHLEVEL|SUBLEVEL|EXTRAVERSION)\s*=\s*(\S*)",
+    fields = dict(re.findall(r"^(VERSION|PATCHLEVEL|SUBLEVEL|EXTRAVERSION)[ \t]*=[ \t]*(\S*)",
                              head, re.M))
     base = ".".join(fields.get(k, "0") for k in ("VERSION", "PATCHLEVEL", "SUBLEVEL"))
     return base + fields.get("EXTRAVERSION", "")

@@ -3,6 +3,7 @@ when the output is not a terminal, e.g. in CI logs)."""
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .model import RunResult
@@ -21,7 +22,8 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
         stages.add_column(column)
     for s in result.stages:
         note = "cached" if s.cached else (s.message.splitlines()[0][:90] if s.message else "")
-        stages.add_row(s.name, f"[{_STYLE.get(s.status, '')}]{s.status}", f"{s.seconds:.1f}", note)
+        stages.add_row(s.name, f"[{_STYLE.get(s.status, '')}]{s.status}", f"{s.seconds:.1f}",
+                       escape(note))
     console.print(stages)
     if result.tests:
         tests = Table(title="tests", show_edge=False)
@@ -29,18 +31,19 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
             tests.add_column(column)
         for t in result.tests:
             detail = _metrics(t.metrics) or (t.message.splitlines()[0][:80] if t.message else "")
-            tests.add_row(t.suite, t.name, t.node, f"[{_STYLE.get(t.status, '')}]{t.status}",
-                          f"{t.seconds:.1f}", detail)
+            tests.add_row(escape(t.suite), escape(t.name), escape(t.node),
+                          f"[{_STYLE.get(t.status, '')}]{t.status}", f"{t.seconds:.1f}",
+                          escape(detail))
         console.print(tests)
     for crash in result.crashes:
-        console.print(f"[bold red]crash[/] {crash['node']}: {crash['title']}")
+        console.print(f"[bold red]crash[/] {escape(crash['node'])}: {escape(crash['title'])}")
     counts = {s: sum(1 for t in result.tests if t.status == s) for s in _STYLE}
     kernel = result.kernel
     console.print(
         f"kernel {kernel.get('release', '?')} ({kernel.get('source', '?')}), accel "
         f"{kernel.get('accel', '?')}; tests: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     if result.error:
-        console.print(f"[bold red]error:[/] {result.error}")
+        console.print(f"[bold red]error:[/] {escape(result.error)}")
     style = _STYLE.get({"error": "error"}.get(result.verdict, result.verdict), "")
     console.print(f"verdict: [{style}]{result.verdict}[/] (exit {result.exit_code}); "
-                  f"run directory: {run_dir}")
+                  f"run directory: {escape(run_dir)}")

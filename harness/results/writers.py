@@ -3,11 +3,15 @@ both are written whatever the verdict (also after an error or Ctrl-C)."""
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ..cache import write_atomic
 from .model import RunResult
+
+# XML 1.0 cannot carry most C0 control characters (console text has ANSI escapes)
+_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 
 
 def write_json(result: RunResult, path: Path) -> None:
@@ -16,6 +20,7 @@ def write_json(result: RunResult, path: Path) -> None:
 
 def _case(parent: ET.Element, classname: str, name: str, seconds: float,
           status: str, message: str) -> None:
+    name, message = _NOT_XML.sub("", name), _NOT_XML.sub("", message)
     case = ET.SubElement(parent, "testcase", classname=classname, name=name,
                          time=f"{seconds:.3f}")
     if status == "fail":
@@ -34,8 +39,8 @@ def write_junit(result: RunResult, path: Path) -> None:
     root = ET.Element("testsuites", name=f"harness {result.plan}")
     stages = ET.SubElement(root, "testsuite", name="stages")
     for stage in result.stages:
-        _case(stages, "stages", stage.name, stage.seconds,
-              {"pass": "pass", "skip": "skip"}.get(stage.status, "fail"), stage.message)
+        # a stage "error" is the harness's own failure: <error>, never <failure>
+        _case(stages, "stages", stage.name, stage.seconds, stage.status, stage.message)
     suites: dict[str, ET.Element] = {}
     for test in result.tests:
         suite = suites.get(test.suite)

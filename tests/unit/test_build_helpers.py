@@ -1,0 +1,133 @@
+"""build.collect_warnings and build.first_errors on make output as it looks."""
+from harness.build import collect_warnings, first_errors
+
+# a -j build: the same header warning arrives once per compilation unit that
+# includes it; kernel-doc warnings have no column
+WARNING_LOG = """\
+make[1]: Entering directory '/cache/objdirs/0a1b2c3d4e5f6789'
+  GEN     Makefile
+  CC [M]  drivers/infiniband/hw/ionic/ionic_ibdev.o
+In file included from drivers/infiniband/hw/ionic/ionic_ibdev.c:9:
+drivers/infiniband/hw/ionic/ionic_fw.h:120:19: warning: 'ionic_v1_stat_names' defined but not used [-Wunused-const-variable=]
+  120 | static const char *ionic_v1_stat_names[] = {
+      |                   ^~~~~~~~~~~~~~~~~~~
+  CC [M]  drivers/infiniband/hw/ionic/ionic_admin.o
+In file included from drivers/infiniband/hw/ionic/ionic_admin.c:7:
+drivers/infiniband/hw/ionic/ionic_fw.h:120:19: warning: 'ionic_v1_stat_names' defined but not used [-Wunused-const-variable=]
+  120 | static const char *ionic_v1_stat_names[] = {
+      |                   ^~~~~~~~~~~~~~~~~~~
+  CC      mm/memremap.o
+mm/memremap.c:158:6: warning: unused variable 'is_ram' [-Wunused-variable]
+  158 |  int is_ram;
+      |      ^~~~~~
+drivers/infiniband/core/verbs.c:2101: warning: Function parameter or struct member 'udata' not described in 'ib_dealloc_xrcd_user'
+  CC [M]  drivers/infiniband/hw/ionic/ionic_ibdev.o
+In file included from drivers/infiniband/hw/ionic/ionic_ibdev.c:9:
+drivers/infiniband/hw/ionic/ionic_fw.h:120:19: warning: 'ionic_v1_stat_names' defined but not used [-Wunused-const-variable=]
+  LD [M]  drivers/infiniband/hw/ionic/ionic_rdma.o
+ld: warning: arch/x86/boot/compressed/vmlinux has a LOAD segment with RWX permissions
+  MODPOST Module.symvers
+  Kernel: arch/x86/boot/bzImage is ready  (#1)
+"""
+
+ERROR_LOG = """\
+  SYNC    include/config/auto.conf
+  CC      init/main.o
+  CC      kernel/fork.o
+  CC      mm/memremap.o
+  CC [M]  drivers/infiniband/core/device.o
+  CC [M]  drivers/infiniband/hw/ionic/ionic_ibdev.o
+mm/memremap.c:158:6: warning: unused variable 'is_ram' [-Wunused-variable]
+  158 |  int is_ram;
+      |      ^~~~~~
+drivers/infiniband/hw/ionic/ionic_ibdev.c: In function 'ionic_create_ibdev':
+drivers/infiniband/hw/ionic/ionic_ibdev.c:412:9: error: implicit declaration of function 'ib_set_device_ops_v2'; did you mean 'ib_set_device_ops'? [-Wimplicit-function-declaration]
+  412 |         ib_set_device_ops_v2(&dev->ibdev, &ionic_dev_ops);
+      |         ^~~~~~~~~~~~~~~~~~~~
+      |         ib_set_device_ops
+make[6]: *** [scripts/Makefile.build:229: drivers/infiniband/hw/ionic/ionic_ibdev.o] Error 1
+make[5]: *** [scripts/Makefile.build:478: drivers/infiniband/hw/ionic] Error 2
+make[4]: *** [scripts/Makefile.build:478: drivers/infiniband/hw] Error 2
+  CC [M]  drivers/infiniband/core/verbs.o
+make[3]: *** [scripts/Makefile.build:478: drivers/infiniband] Error 2
+make[2]: *** [scripts/Makefile.build:478: drivers] Error 2
+make[1]: *** [/src/linux/Makefile:2006: .] Error 2
+make: *** [Makefile:248: __sub-make] Error 2
+"""
+
+
+def test_warnings_are_file_line_text_in_build_order():
+    assert collect_warnings(WARNING_LOG) == (
+        "drivers/infiniband/hw/ionic/ionic_fw.h:120:19: 'ionic_v1_stat_names' defined "
+        "but not used [-Wunused-const-variable=]",
+        "mm/memremap.c:158:6: unused variable 'is_ram' [-Wunused-variable]",
+        "drivers/infiniband/core/verbs.c:2101: Function parameter or struct member "
+        "'udata' not described in 'ib_dealloc_xrcd_user'",
+    )
+
+
+def test_a_header_warning_seen_three_times_is_listed_once():
+    warnings = collect_warnings(WARNING_LOG)
+    assert WARNING_LOG.count("ionic_fw.h:120:19: warning:") == 3
+    assert sum("ionic_fw.h:120" in w for w in warnings) == 1
+
+
+def test_the_same_place_with_a_different_message_is_kept():
+    log = ("a.c:1:2: warning: unused variable 'x' [-Wunused-variable]\n"
+           "a.c:1:2: warning: unused variable 'y' [-Wunused-variable]\n")
+    assert len(collect_warnings(log)) == 2
+
+
+def test_linker_notes_source_snippets_and_errors_are_not_warnings():
+    log = ("ld: warning: arch/x86/boot/compressed/vmlinux has a LOAD segment with RWX\n"
+           "  120 | static const char *x; /* warning: not a diagnostic */\n"
+           "a.c:3:1: error: expected ';' before '}' token\n"
+           "WARNING: modpost: missing MODULE_DESCRIPTION() in drivers/x.o\n")
+    assert collect_warnings(log) == ()
+
+
+def test_no_warnings_in_a_clean_log():
+    assert collect_warnings("  CC      init/main.o\n  LD      vmlinux\n") == ()
+
+
+def test_first_errors_starts_just_before_the_first_error():
+    excerpt = first_errors(ERROR_LOG).splitlines()
+    # two lines of context, then the compiler's error
+    assert excerpt[0] == "      |      ^~~~~~"
+    assert excerpt[1] == "drivers/infiniband/hw/ionic/ionic_ibdev.c: In function 'ionic_create_ibdev':"
+    assert excerpt[2].startswith("drivers/infiniband/hw/ionic/ionic_ibdev.c:412:9: error: "
+                                 "implicit declaration of function 'ib_set_device_ops_v2'")
+    assert "make[6]: *** [scripts/Makefile.build:229: drivers/infiniband/hw/ionic/"\
+           "ionic_ibdev.o] Error 1" in excerpt
+    assert "  CC      init/main.o" not in excerpt
+
+
+def test_first_errors_is_bounded_by_limit():
+    excerpt = first_errors(ERROR_LOG, limit=4).splitlines()
+    assert len(excerpt) == 2 + 4
+    assert excerpt[-1].strip() == "|         ib_set_device_ops"
+
+
+def test_first_errors_finds_make_and_linker_failures_without_a_compiler_error():
+    log = "\n".join(f"  CC      file{i}.o" for i in range(30)) + "\n" + (
+        "  LD      vmlinux.o\n"
+        "ld: vmlinux.o: in function `ionic_p2p_setup':\n"
+        "ionic_p2p.c:(.text+0x2e): undefined reference to `devm_memremap_pages'\n"
+        "make[2]: *** [scripts/Makefile.vmlinux_o:62: vmlinux.o] Error 1\n")
+    excerpt = first_errors(log)
+    assert excerpt.splitlines()[0] == "  LD      vmlinux.o"
+    assert "undefined reference to `devm_memremap_pages'" in excerpt
+    assert "file29.o" not in excerpt
+
+
+def test_first_errors_finds_modpost_errors():
+    log = ("  MODPOST Module.symvers\n"
+           "ERROR: modpost: \"ib_set_device_ops_v2\" [drivers/infiniband/hw/ionic/"
+           "ionic_rdma.ko] undefined!\n"
+           "make[2]: *** [scripts/Makefile.modpost:145: Module.symvers] Error 1\n")
+    assert first_errors(log).splitlines()[0] == "  MODPOST Module.symvers"
+
+
+def test_without_an_error_line_the_tail_is_shown():
+    log = "\n".join(f"line {i}" for i in range(100))
+    assert first_errors(log, limit=5).splitlines() == [f"line {i}" for i in range(95, 100)]

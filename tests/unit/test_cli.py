@@ -1,0 +1,149 @@
+"""Bad input ends a run with exit 2 and a message naming the culprit: from the
+command line (cli.main) and from the runner's preflight (runner.run), before
+anything is downloaded or built."""
+import io
+import json
+
+import pytest
+from rich.console import Console
+
+from harness import plan as plan_mod
+from harness import runner
+from harness.cache import Cache
+from harness.cli import main
+from harness.errors import EXIT_BAD_INPUT
+
+GOOD_PLAN = """\
+name: unit
+kernel:
+  source: debian
+  debian_package: linux-source-7.2
+kconfig:
+  base: tinyconfig
+  fragments: [virt-guest, rdma]
+image: trixie-rdma
+suites: [modules]
+"""
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch, tmp_path):
+    """No stage past preflight may run: they download, build and boot."""
+    def forbidden(*args, **kwargs):
+        pytest.fail("a pipeline stage ran although preflight should have stopped the run")
+
+    for module, name in ((runner.source, "prepare"), (runner.kconfig, "configure"),
+                         (runner.build, "build"), (runner.image, "build_image")):
+        monkeypatch.setattr(module, name, forbidden)
+    monkeypatch.setenv("COLUMNS", "400")     # rich wraps at 80 columns otherwise
+    monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)              # the default --runs-dir is ./runs
+
+
+def plan_file(tmp_path, text=GOOD_PLAN, name="plan.yaml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# --- cli.main: plan problems ---------------------------------------------------
+
+def test_missing_plan_file(tmp_path, capsys):
+    missing = tmp_path / "plans" / "nightly.yaml"
+    assert main(["run", str(missing)]) == EXIT_BAD_INPUT
+    out = capsys.readouterr().out
+    assert f"{missing}: plan file not found" in out
+    assert not (tmp_path / "runs").exists()
+
+
+def test_malformed_yaml_names_file_and_line(tmp_path, capsys):
+    path = plan_file(tmp_path, "name: unit\nvm:\n  nodes: 2\n   accel: tcg\n")
+    assert main(["run", str(path)]) == EXIT_BAD_INPUT
+    out = capsys.readouterr().out
+    assert f"{path}:4: malformed YAML" in out
+    assert not (tmp_path / "runs").exists()
+
+
+def test_unknown_set_key_is_named(tmp_path, capsys):
+    path = plan_file(tmp_path)
+    assert main(["run", str(path), "--set", "vm.acel=tcg"]) == EXIT_BAD_INPUT
+    out = capsys.readouterr().out
+    assert "unknown key 'vm.acel'" in out
+    assert "accel" in out.split("known here:")[1]
+    assert str(path) in out
+
+
+def test_bad_set_value_is_shown_as_typed(tmp_path, capsys):
+    # the message is text, not rich markup: brackets must survive
+    path = plan_file(tmp_path)
+    assert main(["run", str(path), "--set", "suites=[modules"]) == EXIT_BAD_INPUT
+    out = capsys.readouterr().out
+    assert "--set suites: value '[modules' is not valid YAML" in out
+    assert "expected ',' or ']', but got '<stream end>'" in out
+
+
+def test_plan_path_with_brackets_is_shown_as_is(tmp_path, capsys):
+    missing = tmp_path / "[/wip]" / "plan.yaml"
+    assert main(["run", str(missing)]) == EXIT_BAD_INPUT
+    assert f"{missing}: plan file not found" in capsys.readouterr().out
+
+
+# --- runner.run: preflight problems --------------------------------------------
+
+def run_plan(tmp_path, overrides):
+    plan = plan_mod.load(plan_file(tmp_path), overrides)
+    out = io.StringIO()
+    result = runner.run(plan, tmp_path / "runs", Cache(tmp_path / "cache"),
+                        Console(file=out, width=400, highlight=False))
+    run_dir = tmp_path / "runs" / result.run_id
+    return result, run_dir, out.getvalue()
+
+
+def assert_error_run(result, run_dir, *words):
+    assert result.exit_code == EXIT_BAD_INPUT
+    assert result.verdict == "error"
+    data = json.loads((run_dir / "results.json").read_text())
+    assert data["verdict"] == "error" and data["exit_code"] == EXIT_BAD_INPUT
+    assert data["stages"] == []          # stopped before the first stage
+    for word in words:
+        assert word in data["error"], data["error"]
+    assert (run_dir / "junit.xml").exists()
+    assert (run_dir / "plan.yaml").exists()
+    return data
+
+
+def test_unknown_kconfig_fragment_stops_the_run(tmp_path):
+    result, run_dir, out = run_plan(tmp_path, ["kconfig.fragments=[virt-guest, rdma-typo]"])
+    data = assert_error_run(result, run_dir, "kconfig", "'rdma-typo' not found")
+    assert "rdma" in data["error"].split("known:")[1]
+    assert "rdma-typo" in out and "verdict: error" in out
+    assert not (tmp_path / "cache" / "apt").exists()
+
+
+def test_unknown_suite_stops_the_run(tmp_path):
+    result, run_dir, out = run_plan(tmp_path, ["suites=[modules, verbs-smok]"])
+    data = assert_error_run(result, run_dir, "plan:", "unknown suite(s) verbs-smok")
+    assert "verbs-smoke" in data["error"].split("known:")[1]
+    assert str(tmp_path / "plan.yaml") in data["error"]
+
+
+def test_unknown_image_recipe_stops_the_run(tmp_path):
+    result, run_dir, _ = run_plan(tmp_path, ["image=trixie-rdmaa"])
+    assert_error_run(result, run_dir, "trixie-rdmaa")
+
+
+def test_git_source_that_is_not_a_kernel_tree_stops_the_run(tmp_path):
+    other = tmp_path / "not-linux"
+    other.mkdir()
+    result, run_dir, _ = run_plan(tmp_path, [f"kernel.tree={other}"])
+    assert_error_run(result, run_dir, "source:", str(other), "not a Linux kernel tree")
+
+
+def test_cli_run_with_an_unknown_suite_exits_2_and_leaves_a_run_directory(tmp_path, capsys):
+    path = plan_file(tmp_path)
+    code = main(["run", str(path), "--set", "suites=[nosuch]", "--runs-dir",
+                 str(tmp_path / "my-runs"), "--cache-dir", str(tmp_path / "cache")])
+    assert code == EXIT_BAD_INPUT
+    assert "unknown suite(s) nosuch" in capsys.readouterr().out
+    (run_dir,) = (tmp_path / "my-runs").iterdir()
+    assert json.loads((run_dir / "results.json").read_text())["verdict"] == "error"
