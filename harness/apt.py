@@ -21,43 +21,64 @@ KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 LISTS_MAX_AGE = 6 * 3600
 
 
-def _deb822_uris(text: str) -> list[str]:
-    uris = []
+MIRROR_ENV = "HARNESS_DEBIAN_MIRROR"
+# a source entry: types, URIs, suites, components
+Source = tuple[str, list[str], list[str], list[str]]
+
+
+def _deb822_sources(text: str) -> list[Source]:
+    """The enabled stanzas of a deb822 .sources file."""
+    entries = []
     for stanza in re.split(r"\n\s*\n", text):
-        fields = dict(re.findall(r"^([A-Za-z-]+):\s*(.*)$", stanza, re.M))
-        suites = fields.get("Suites", "").split()
-        if fields.get("Enabled", "yes").lower() == "no" or not suites:
+        fields: dict[str, str] = {}
+        key = ""
+        for line in stanza.splitlines():
+            if line.startswith("#") or not line.strip():
+                continue
+            if line[0].isspace() and key:
+                fields[key] += " " + line.strip()
+            elif ":" in line:
+                key, value = line.split(":", 1)
+                key = key.strip().lower()
+                fields[key] = value.strip()
+        if fields.get("enabled", "yes").lower() == "no":
             continue
-        if all(s.endswith("-security") for s in suites):
-            continue
-        uris += fields.get("URIs", "").split()
-    return uris
+        entries.append((fields.get("types", ""), fields.get("uris", "").split(),
+                        fields.get("suites", "").split(),
+                        fields.get("components", "").split()))
+    return entries
 
 
-def _one_line_uris(text: str) -> list[str]:
-    uris = []
+def _one_line_sources(text: str) -> list[Source]:
+    entries = []
     for line in text.splitlines():
-        words = re.sub(r"\[[^]]*\]", "", line).split()
-        if len(words) >= 3 and words[0] == "deb" and not words[2].endswith("-security"):
-            uris.append(words[1])
-    return uris
+        line = re.sub(r"\[[^]]*\]", " ", line.split("#", 1)[0]).split()
+        if len(line) >= 3:
+            entries.append((line[0], [line[1]], [line[2]], line[3:]))
+    return entries
 
 
 def host_mirror(etc: Path = Path("/etc/apt")) -> str:
-    """The Debian archive URI the host's apt uses (HARNESS_DEBIAN_MIRROR wins)."""
-    if os.environ.get("HARNESS_DEBIAN_MIRROR"):
-        return os.environ["HARNESS_DEBIAN_MIRROR"].rstrip("/")
-    candidates: list[str] = []
-    for path in sorted(etc.glob("sources.list.d/*.sources")):
-        candidates += _deb822_uris(path.read_text(errors="replace"))
-    for path in [etc / "sources.list", *sorted(etc.glob("sources.list.d/*.list"))]:
-        if path.exists():
-            candidates += _one_line_uris(path.read_text(errors="replace"))
-    debian = [u for u in candidates if u.rstrip("/").endswith("/debian")]
+    """The Debian archive URI the host's apt uses (not its security archive);
+    the environment variable HARNESS_DEBIAN_MIRROR overrides it."""
+    if os.environ.get(MIRROR_ENV):
+        return os.environ[MIRROR_ENV].rstrip("/")
+    entries: list[Source] = []
+    for path in [etc / "sources.list", *sorted(etc.glob("sources.list.d/*"))]:
+        if path.suffix in (".list", ".sources") and path.is_file():
+            parse = _deb822_sources if path.suffix == ".sources" else _one_line_sources
+            entries += parse(path.read_text(errors="replace"))
+    candidates = [
+        uri.rstrip("/") for types, uris, suites, components in entries
+        if "deb" in types.split() and "main" in components and suites
+        and not any(s.endswith(("-security", "/updates")) for s in suites)
+        for uri in uris if uri.startswith(("http://", "https://", "file:/"))]
+    # a vendor repository may come first; the Debian archive is the one we want
+    debian = [uri for uri in candidates if uri.endswith("/debian")]
     if debian or candidates:
-        return (debian or candidates)[0].rstrip("/")
-    raise SourceError(f"no Debian mirror found in {etc}/sources.list(.d): set "
-                      "HARNESS_DEBIAN_MIRROR to your Debian archive URI", 2)
+        return (debian or candidates)[0]
+    raise SourceError(f"no Debian archive found in {etc}/sources.list(.d): set "
+                      f"{MIRROR_ENV} to your Debian mirror URI", 2)
 
 
 @dataclass(frozen=True)

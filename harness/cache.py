@@ -87,6 +87,7 @@ class Cache:
         try:
             yield scratch
             (scratch / self.DONE).write_text("")
+            scratch.chmod(0o755)        # mkdtemp made it 0700: let other users read
             if final.exists():
                 shutil.rmtree(final)
             os.replace(scratch, final)

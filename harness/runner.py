@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import os
 import secrets
 import shutil
 import signal

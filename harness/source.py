@@ -108,6 +108,10 @@ def _import_debian(apt: PrivateApt, offer, scratch: Path, log: Path) -> None:
     check_kernel_tree(tree, f"{offer.package} {offer.version}")
     _drop_debian_ignore_rule(tree)
     git(["init", "-q"], tree, log)
+    # no background `git gc --auto` repacking 1.5 GB while the kernel builds;
+    # fast loose-object compression for the one big `git add`
+    git(["config", "gc.auto", "0"], tree, log)
+    git(["config", "core.looseCompression", "1"], tree, log)
     git(["add", "-A"], tree, log)
     git(["commit", "-q", "-m",
          f"{offer.package} {offer.version}\n\nImported by harness from the Debian "

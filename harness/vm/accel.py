@@ -44,7 +44,7 @@ def probe_kvm(bzimage: Path, workdir: Path, timeout: float) -> tuple[bool, str]:
         while time.monotonic() < deadline:
             text = console.read_text(errors="replace") if console.exists() else ""
             if "Linux version" in text:
-                return True, f"probe boot printed the kernel banner under KVM"
+                return True, "probe boot printed the kernel banner under KVM"
             if qemu.poll() is not None:
                 tail = (workdir / "kvm-probe-qemu.log").read_text(errors="replace")
                 return False, f"QEMU with KVM exited: {tail.strip().splitlines()[-1:]}"

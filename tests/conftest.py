@@ -1,0 +1,70 @@
+"""Shared fixtures for integration and e2e tests: the real kernel and image the
+quickstart plan builds, from the harness's own (shared, cached) stages. The
+first test that needs them pays the build; every later one hits the cache."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness import build, image, kconfig, plan as plan_mod, source
+from harness.cache import Cache, digest
+
+QUICKSTART = plan_mod.PROJECT_ROOT / "plans" / "quickstart.yaml"
+
+
+def qemu_pids() -> set[int]:
+    out = subprocess.run(["pgrep", "-f", "qemu-system-x86_64"], capture_output=True,
+                         text=True).stdout
+    return {int(p) for p in out.split()}
+
+
+@pytest.fixture(scope="session")
+def cache() -> Cache:
+    return Cache()
+
+
+@pytest.fixture(scope="session")
+def quickstart():
+    return plan_mod.load(QUICKSTART)
+
+
+@pytest.fixture(scope="session")
+def logs(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("logs")
+
+
+@pytest.fixture(scope="session")
+def kernel(quickstart, cache, logs) -> build.KernelBuild:
+    tree = source.prepare(quickstart.kernel, cache, logs / "source.log")
+    objdir = cache.entry("objdirs", digest(str(tree.path)))
+    with cache.lock("objdirs", digest(str(tree.path))):
+        report = kconfig.configure(tree, objdir, quickstart.kconfig, cache,
+                                   logs / "kconfig.log")
+        kconfig.check(report)
+        return build.build(tree, report, objdir, quickstart.build, cache, logs / "build.log")
+
+
+@pytest.fixture(scope="session")
+def guest_image(quickstart, cache, logs) -> image.GuestImage:
+    return image.build_image(quickstart.image, cache, logs / "image.log")
+
+
+@pytest.fixture(scope="session")
+def modules_disk(kernel, tmp_path_factory, logs) -> Path:
+    out = tmp_path_factory.mktemp("moddisk") / "modules.img"
+    return image.modules_disk(kernel.modules_root, kernel.release, out, logs / "moddisk.log")
+
+
+@pytest.fixture
+def no_qemu_left_behind():
+    before = qemu_pids()
+    yield
+    leftover = qemu_pids() - before
+    assert not leftover, f"QEMU processes survived the test: {sorted(leftover)}"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI") == "true"

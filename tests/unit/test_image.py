@@ -1,0 +1,214 @@
+"""Unit tests of the image stage: recipes, cache keys, the host mirror, the
+tree customisation and the modules disk. No network, no mmdebstrap: where a
+build is exercised, only the mmdebstrap call is replaced by a tiny fake tree;
+ssh-keygen, mkfs.ext4 and debugfs are real."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness import image as image_mod
+from harness.cache import Cache
+from harness.errors import ImageError
+from harness.image import (GuestImage, image_key, load_recipe,
+                           modules_disk)
+
+RECIPE = """\
+# a comment
+name: test-img
+suite: trixie
+variant: minbase
+packages: [openssh-server, kmod]
+disk_size_mb: 64
+"""
+
+
+def debugfs(img: Path, request: str) -> str:
+    return subprocess.run(["debugfs", "-R", request, str(img)], capture_output=True,
+                          text=True, check=True).stdout
+
+
+def write(tmp_path: Path, text: str, name: str = "r.yaml") -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+# --- recipes -----------------------------------------------------------------
+
+def test_shipped_recipe_loads():
+    recipe = load_recipe("trixie-rdma")
+    assert recipe.name == "trixie-rdma"
+    assert recipe.suite == "trixie" and recipe.variant == "minbase"
+    assert {"openssh-server", "rdma-core", "python3-pyverbs", "kmod"} <= set(recipe.packages)
+    assert recipe.disk_size_mb == 2048
+    assert recipe.path.endswith("vm-images/trixie-rdma.yaml")
+
+
+def test_unknown_key_names_file_and_key(tmp_path):
+    path = write(tmp_path, RECIPE + "pakages: [foo]\n")
+    with pytest.raises(ImageError) as err:
+        load_recipe(path)
+    assert err.value.exit_code == 2
+    assert path in err.value.message and "'pakages'" in err.value.message
+
+
+def test_missing_recipe_lists_known_ones():
+    with pytest.raises(ImageError) as err:
+        load_recipe("no-such-image")
+    assert err.value.exit_code == 2
+    assert "no-such-image.yaml" in err.value.message
+    assert "trixie-rdma" in err.value.message
+
+
+@pytest.mark.parametrize("change, key", [
+    ("disk_size_mb: 64", "disk_size_mb: big"),
+    ("variant: minbase", "variant: tiny"),
+    ("packages: [openssh-server, kmod]", "packages: openssh-server"),
+    ("packages: [openssh-server, kmod]", "packages: [Bad_Name]"),
+    ("name: test-img", "name: [x]"),
+])
+def test_bad_values_name_the_key(tmp_path, change, key):
+    path = write(tmp_path, RECIPE.replace(change, key))
+    with pytest.raises(ImageError) as err:
+        load_recipe(path)
+    assert err.value.exit_code == 2
+    assert f"{path}: {key.split(':')[0]}:" in err.value.message
+
+
+def test_missing_key_and_bad_yaml(tmp_path):
+    with pytest.raises(ImageError, match="missing key 'suite'") as err:
+        load_recipe(write(tmp_path, RECIPE.replace("suite: trixie\n", "")))
+    assert err.value.exit_code == 2
+    with pytest.raises(ImageError, match=r"r.yaml:\d+: malformed YAML") as err:
+        load_recipe(write(tmp_path, RECIPE + "packages: [a, b\n"))
+    assert err.value.exit_code == 2
+
+
+# --- cache keys --------------------------------------------------------------
+
+def test_image_key_ignores_layout_but_not_content(tmp_path):
+    base = load_recipe(write(tmp_path, RECIPE))
+    same = load_recipe(write(tmp_path, "packages:\n  - openssh-server\n  - kmod\n"
+                             "disk_size_mb: 64\nvariant: minbase\nsuite: trixie\n"
+                             "name: test-img\ndescription: words\n", "s.yaml"))
+    key = image_key(base, "init", "ssh-ed25519 AAA")
+    assert key == image_key(same, "init", "ssh-ed25519 AAA")
+    assert key == image_key(base, "init", "ssh-ed25519 AAA")
+    more = load_recipe(write(tmp_path, RECIPE.replace("kmod]", "kmod, procps]"), "m.yaml"))
+    assert image_key(more, "init", "ssh-ed25519 AAA") != key
+    assert image_key(base, "init2", "ssh-ed25519 AAA") != key
+    assert image_key(base, "init", "ssh-ed25519 BBB") != key
+
+
+# --- the host's mirror -------------------------------------------------------
+
+def test_in_tree_never_leaves_the_tree(tmp_path):
+    (tmp_path / "usr" / "sbin").mkdir(parents=True)
+    (tmp_path / "sbin").symlink_to("/usr/sbin")      # absolute, as a guest may have
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "up").symlink_to("../../../..")
+    assert image_mod._in_tree(tmp_path, "sbin/harness-init") == \
+        tmp_path / "usr" / "sbin" / "harness-init"
+    assert image_mod._in_tree(tmp_path, "etc/up/etc/x") == tmp_path / "etc" / "x"
+
+
+def fake_tree(tree: Path) -> None:
+    """What mmdebstrap leaves behind, in miniature (merged /usr, build-time keys)."""
+    for folder in ("usr/sbin", "usr/lib", "etc/ssh", "root", "var/lib/dpkg"):
+        (tree / folder).mkdir(parents=True)
+    (tree / "sbin").symlink_to("usr/sbin")
+    (tree / "lib").symlink_to("usr/lib")
+    for name in ("ssh_host_rsa_key", "ssh_host_rsa_key.pub", "ssh_host_ed25519_key"):
+        (tree / "etc" / "ssh" / name).write_text("build-time key\n")
+    (tree / "etc" / "hostname").write_text("buildhost\n")
+    (tree / "var/lib/dpkg/status").write_text(
+        "Package: kmod\nStatus: install ok installed\nVersion: 34-1\n\n"
+        "Package: gone\nStatus: deinstall ok config-files\nVersion: 1\n")
+
+
+def test_build_image_with_fake_mmdebstrap(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_mmdebstrap(recipe, mirror, tree, log):
+        calls.append((recipe.suite, mirror))
+        fake_tree(tree)
+
+    monkeypatch.setattr(image_mod, "_mmdebstrap", fake_mmdebstrap)
+    monkeypatch.setenv("HARNESS_DEBIAN_MIRROR", "http://mirror.example/debian")
+    cache, log = Cache(tmp_path / "cache"), tmp_path / "build.log"
+    recipe = write(tmp_path, RECIPE)
+    img = image_mod.build_image(recipe, cache, log)
+    assert calls == [("trixie", "http://mirror.example/debian")]
+    assert isinstance(img, GuestImage) and img.name == "test-img"
+    assert img.init == "/sbin/harness-init" and img.disk.is_file()
+    assert img.host_key_pub.startswith("ssh-ed25519 ") and len(img.host_key_pub.split()) == 2
+    entry = img.disk.parent
+    assert not (entry / "tree").exists()
+    assert (entry / "packages.txt").read_text() == "kmod 34-1\n"
+
+    listing = debugfs(img.disk, "ls -l /usr/sbin")
+    assert "100755" in listing and "harness-init" in listing
+    assert debugfs(img.disk, "cat /usr/sbin/harness-init") == \
+        image_mod.INIT_SCRIPT.read_text()
+    ssh = debugfs(img.disk, "ls /etc/ssh")
+    assert "ssh_host_ed25519_key.pub" in ssh and "ssh_host_rsa_key" not in ssh
+    assert debugfs(img.disk, "cat /etc/ssh/ssh_host_ed25519_key.pub").startswith(
+        img.host_key_pub)
+    client_pub = img.client_key.with_name("id_ed25519.pub").read_text().split()[:2]
+    assert debugfs(img.disk, "cat /root/.ssh/authorized_keys").split() == client_pub
+    assert "0600" in debugfs(img.disk, "stat /root/.ssh/authorized_keys")
+    assert debugfs(img.disk, "cat /etc/hostname") == "test-img\n"
+    assert "modules" in debugfs(img.disk, "ls /usr/lib")
+
+    again = image_mod.build_image(recipe, cache, log)     # a cache hit
+    assert again == img and len(calls) == 1
+
+
+def test_build_image_too_small_disk_is_bad_input(tmp_path, monkeypatch):
+    def big_tree(recipe, mirror, tree, log):
+        fake_tree(tree)
+        with open(tree / "usr" / "big", "wb") as f:
+            f.truncate(80 << 20)
+
+    monkeypatch.setattr(image_mod, "_mmdebstrap", big_tree)
+    monkeypatch.setenv("HARNESS_DEBIAN_MIRROR", "http://mirror.example/debian")
+    cache = Cache(tmp_path / "cache")
+    with pytest.raises(ImageError, match="disk_size_mb") as err:
+        image_mod.build_image(write(tmp_path, RECIPE), cache, tmp_path / "log")
+    assert err.value.exit_code == 2
+    assert not list((tmp_path / "cache" / "images").glob("*/disk.img"))
+
+
+# --- the modules disk ----------------------------------------------------------
+
+def test_modules_disk_holds_release_at_top(tmp_path):
+    release = "7.2.0-test"
+    mods = tmp_path / "staging" / "lib" / "modules" / release
+    (mods / "kernel" / "drivers").mkdir(parents=True)
+    (mods / "kernel" / "drivers" / "rdma_rxe.ko").write_bytes(os.urandom(300_000))
+    (mods / "modules.dep").write_text("kernel/drivers/rdma_rxe.ko:\n")
+    out = tmp_path / "out" / "modules.img"
+    assert modules_disk(tmp_path / "staging", release, out, tmp_path / "log") == out
+    assert debugfs(out, f"cat /{release}/modules.dep") == "kernel/drivers/rdma_rxe.ko:\n"
+    assert "rdma_rxe.ko" in debugfs(out, f"ls -l /{release}/kernel/drivers")
+    label = subprocess.run(["e2label", str(out)], capture_output=True, text=True)
+    assert label.stdout.strip() == "modules"
+    assert 16 << 20 < out.stat().st_size < (16 << 20) + 2 * 300_000 + (1 << 20)
+    assert not list(out.parent.glob(".*tmp"))
+
+
+def test_modules_disk_missing_release(tmp_path):
+    (tmp_path / "lib" / "modules" / "7.1.0").mkdir(parents=True)
+    with pytest.raises(ImageError, match=r"7\.2\.0.*found: 7\.1\.0"):
+        modules_disk(tmp_path, "7.2.0", tmp_path / "m.img", tmp_path / "log")
+
+
+def test_guest_init_is_valid_bash():
+    # the init runs as PID 1: a syntax error there is a kernel panic at boot
+    result = subprocess.run(["bash", "-n", str(image_mod.INIT_SCRIPT)],
+                            capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
