@@ -6,6 +6,7 @@ hangs is killed in the guest too, not only abandoned by the client.
 from __future__ import annotations
 
 import base64
+import logging
 import shlex
 import socket
 import time
@@ -16,6 +17,11 @@ from typing import Sequence
 import paramiko
 
 from .errors import GuestError
+
+# connecting while the guest boots makes paramiko's transport thread log
+# tracebacks; the retry loop handles those failures, the log line is noise
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+logging.getLogger("paramiko").propagate = False
 
 
 @dataclass(frozen=True)

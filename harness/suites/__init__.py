@@ -31,7 +31,7 @@ def run(names: tuple[str, ...], ctx, log: Path, on_result=None) -> list:
 
     import pytest
 
-    from .plugin import HarnessPlugin
+    from .plugin import HarnessPlugin, fixtures
 
     unknown = [n for n in names if n not in SUITES]
     if unknown:
@@ -44,5 +44,5 @@ def run(names: tuple[str, ...], ctx, log: Path, on_result=None) -> list:
             "--import-mode=importlib", "-v", "-rfEs"]
     with open(log, "a") as out, contextlib.redirect_stdout(out), \
             contextlib.redirect_stderr(out):
-        pytest.main(args, plugins=[plugin])
+        pytest.main(args, plugins=[plugin, fixtures(ctx)])
     return ctx.records

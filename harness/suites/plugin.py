@@ -4,6 +4,7 @@ every test (blktests style), and one TestRecord per test case."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+import types
 from pathlib import Path
 
 import pytest
@@ -49,29 +50,37 @@ def _message(report: pytest.TestReport) -> str:
     return crash or text[-2000:]
 
 
+def fixtures(context: SuiteContext) -> types.ModuleType:
+    """A plugin module holding the session fixtures `ctx` and `nodes`."""
+    module = types.ModuleType("harness_suite_fixtures")
+
+    @pytest.fixture(scope="session", name="ctx")
+    def ctx_fixture() -> SuiteContext:
+        return context
+
+    @pytest.fixture(scope="session", name="nodes")
+    def nodes_fixture() -> list[SuiteNode]:
+        return context.nodes
+
+    module.ctx_fixture, module.nodes_fixture = ctx_fixture, nodes_fixture
+    return module
+
+
 class HarnessPlugin:
     def __init__(self, ctx: SuiteContext, suite_of: dict[str, str], on_result=None):
-        self.ctx = ctx
+        self.context = ctx
         self.on_result = on_result        # called with each finished TestRecord
         self.suite_of = suite_of          # pytest file name -> suite name
         self._pending: dict[str, TestRecord] = {}
 
-    @pytest.fixture(scope="session")
-    def ctx(self) -> SuiteContext:
-        return self.ctx
-
-    @pytest.fixture(scope="session")
-    def nodes(self) -> list[SuiteNode]:
-        return self.ctx.nodes
-
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if "node" in metafunc.fixturenames:
-            metafunc.parametrize("node", self.ctx.nodes, ids=[n.name for n in self.ctx.nodes])
+            metafunc.parametrize("node", self.context.nodes, ids=[n.name for n in self.context.nodes])
         if "module" in metafunc.fixturenames:
-            metafunc.parametrize("module", self.ctx.modules, ids=list(self.ctx.modules))
+            metafunc.parametrize("module", self.context.modules, ids=list(self.context.modules))
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        for node in self.ctx.nodes:
+        for node in self.context.nodes:
             node.ssh.run(f"echo 'harness: begin {item.nodeid}' > /dev/kmsg", timeout=30)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -80,7 +89,7 @@ class HarnessPlugin:
         props = dict(report.user_properties)
         node = props.pop("node", "")
         if not node and "[" in key:
-            node = next((n.name for n in self.ctx.nodes
+            node = next((n.name for n in self.context.nodes
                          if n.name in key.split("[", 1)[1]), "")
         metrics = {k[7:]: float(v) for k, v in props.items() if k.startswith("metric.")}
         previous = self._pending.get(key)
@@ -100,4 +109,4 @@ class HarnessPlugin:
             self.on_result(self._pending[key])
 
     def pytest_sessionfinish(self) -> None:
-        self.ctx.records.extend(self._pending.values())
+        self.context.records.extend(self._pending.values())
