@@ -341,3 +341,4 @@ def modules_disk(modules_root: Path, release: str, out: Path, log: Path) -> Path
     # read-only in the guest: a journal would only cost space
     _mkfs(top, out, f"{kib}k", "modules", log, features=("^has_journal",))
     return out
+

@@ -112,7 +112,11 @@ def preflight(plan: Plan) -> None:
     if unknown:
         raise PlanError(f"{plan.source_file}: suites: unknown suite(s) {', '.join(unknown)} "
                         f"(known: {', '.join(suites.SUITES)})")
-    image.load_recipe(plan.image)
+    recipe = image.load_recipe(plan.image)
+    if plan.vm.init == "systemd" and "systemd-sysv" not in recipe.packages:
+        raise PlanError(f"{plan.source_file}: vm.init=systemd needs an image with "
+                        f"systemd-sysv; {recipe.path} has none (use image: "
+                        "trixie-rdma-systemd)")
     if plan.kernel.source == "git":
         source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree")
 
@@ -175,8 +179,8 @@ def _boot(ctx: RunContext, kb, img, moddisk: Path, nodes: list[QemuNode]) -> Non
                          vm.kvm_probe_timeout)
     ctx.result.kernel.update(accel=accel.accel, accel_reason=accel.reason)
     ctx.console.print(f"  accelerator: {accel.accel} ({accel.reason})")
-    init = img.init if vm.init == "fast" else "/lib/systemd/systemd"
-    boot = BootConfig(kb, img, moddisk, accel.accel, vm.boot_timeout, init)
+    extra = "harness.init=systemd" if vm.init == "systemd" else ""
+    boot = BootConfig(kb, img, moddisk, accel.accel, vm.boot_timeout, img.init, extra)
     for spec in topology(vm):
         node = QemuNode(spec, boot, ctx.run_dir / "nodes" / spec.name)
         nodes.append(node)

@@ -78,3 +78,20 @@ def test_guest_that_never_answers_is_a_boot_failure_with_console_tail(
     assert "Linux version" in node.console_text()
     assert "console tail" in str(info.value)
     assert not node.alive()
+
+
+def test_systemd_is_selectable(kernel, modules_disk, accel, cache, logs, tmp_path,
+                               no_qemu_left_behind):
+    from harness.image import build_image
+    systemd_image = build_image("trixie-rdma-systemd", cache, logs / "image-systemd.log")
+    boot = boot_config(kernel, systemd_image, modules_disk, accel,
+                       extra_cmdline="harness.init=systemd")
+    node = QemuNode(topology(VmSpec(nodes=1))[0], boot, tmp_path / "node1")
+    try:
+        node.start()
+        session = node.wait_ssh(tmp_path / "ssh.log")
+        pid1 = session.run(["cat", "/proc/1/comm"], timeout=60)
+    finally:
+        node.stop()
+    assert pid1.stdout.strip() == "systemd", pid1.describe()
+    assert "handing over to systemd" in node.console_text()

@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from harness import plan as plan_mod
-from harness import runner
+from harness import image, runner
 from harness.cache import Cache
 from harness.cli import main
 from harness.errors import EXIT_BAD_INPUT
@@ -147,3 +147,15 @@ def test_cli_run_with_an_unknown_suite_exits_2_and_leaves_a_run_directory(tmp_pa
     assert "unknown suite(s) nosuch" in capsys.readouterr().out
     (run_dir,) = (tmp_path / "my-runs").iterdir()
     assert json.loads((run_dir / "results.json").read_text())["verdict"] == "error"
+
+
+def test_systemd_init_needs_an_image_with_systemd(tmp_path):
+    result, run_dir, _ = run_plan(tmp_path, ["vm.init=systemd"])
+    assert_error_run(result, run_dir, "vm.init=systemd", "systemd-sysv",
+                     "trixie-rdma-systemd")
+
+
+def test_systemd_image_recipe_passes_preflight():
+    plan = plan_mod.load(None, ["vm.init=systemd", "image=trixie-rdma-systemd"])
+    runner.preflight(plan)       # raises on a problem
+    assert "systemd-sysv" in image.load_recipe(plan.image).packages
