@@ -20,8 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import build, image, kconfig, plan as plan_mod, source
-from harness.cache import Cache, digest
+from harness import image, plan as plan_mod, runner
+from harness.cache import Cache
 from harness.plan import VmSpec
 from harness.vm import topology
 from harness.vm.accel import QEMU, choose
@@ -31,11 +31,7 @@ from harness.vm.qemu import BootConfig, QemuNode
 def prepare(logs: Path):
     plan = plan_mod.load(None)
     cache = Cache()
-    tree = source.prepare(plan.kernel, cache, logs / "source.log")
-    objdir = cache.entry("objdirs", digest(str(tree.path)))
-    with cache.lock("objdirs", digest(str(tree.path))):
-        report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / "kconfig.log")
-        kb = build.build(tree, report, objdir, plan.build, cache, logs / "build.log")
+    kb = runner.kernel_for(plan, cache, logs)
     img = image.build_image(plan.image, cache, logs / "image.log")
     moddisk = image.modules_disk(kb.modules_root, kb.release, logs / "modules.img",
                                  logs / "moddisk.log")

@@ -152,6 +152,17 @@ def _pipeline(ctx: RunContext, nodes: list[QemuNode]) -> None:
         _test(ctx, kb, nodes)
 
 
+def kernel_for(plan: Plan, cache: Cache, logs: Path) -> build.KernelBuild:
+    """source -> kconfig -> build outside a run (tests, benchmarks): the same
+    stages and cache as a run, without a run directory."""
+    tree = source.prepare(plan.kernel, cache, logs / "source.log")
+    objdir = cache.entry("objdirs", digest(str(tree.path)))
+    with cache.lock("objdirs", digest(str(tree.path))):
+        report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / "kconfig.log")
+        kconfig.check(report)
+        return build.build(tree, report, objdir, plan.build, cache, logs / "build.log")
+
+
 def _kconfig_summary(report: kconfig.ConfigReport) -> dict:
     got = dict(report.actual)
     return {"base": report.base,

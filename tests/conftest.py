@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import build, image, kconfig, plan as plan_mod, source
-from harness.cache import Cache, digest
+from harness import build, image, plan as plan_mod, runner
+from harness.cache import Cache
 
 QUICKSTART = plan_mod.PROJECT_ROOT / "plans" / "quickstart.yaml"
 
@@ -38,13 +38,7 @@ def logs(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def kernel(quickstart, cache, logs) -> build.KernelBuild:
-    tree = source.prepare(quickstart.kernel, cache, logs / "source.log")
-    objdir = cache.entry("objdirs", digest(str(tree.path)))
-    with cache.lock("objdirs", digest(str(tree.path))):
-        report = kconfig.configure(tree, objdir, quickstart.kconfig, cache,
-                                   logs / "kconfig.log")
-        kconfig.check(report)
-        return build.build(tree, report, objdir, quickstart.build, cache, logs / "build.log")
+    return runner.kernel_for(quickstart, cache, logs)
 
 
 @pytest.fixture(scope="session")
