@@ -4,6 +4,8 @@ two nodes (-netdev dgram). Nodes boot copy-on-write overlays of the base disk.
 """
 from __future__ import annotations
 
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -32,6 +34,7 @@ class BootConfig:
     boot_timeout: float
     init: str                 # path of init in the guest
     extra_cmdline: str = ""
+    machine: str = "pc"
 
 
 def cmdline(node: NodeSpec, boot: BootConfig) -> str:
@@ -41,15 +44,17 @@ def cmdline(node: NodeSpec, boot: BootConfig) -> str:
     return " ".join(parts + ([boot.extra_cmdline] if boot.extra_cmdline else []))
 
 
-def qemu_argv(node: NodeSpec, boot: BootConfig, overlay: Path, node_dir: Path) -> list[str]:
+def qemu_argv(node: NodeSpec, boot: BootConfig, overlay: Path, node_dir: Path,
+              qmp: Path) -> list[str]:
     l2 = (f"dgram,id=l2,local.type=inet,local.host=127.0.0.1,"
           f"local.port={node.l2_local_port},remote.type=inet,"
           f"remote.host=127.0.0.1,remote.port={node.l2_remote_port}")
     return [
-        QEMU, "-name", node.name, "-accel", boot.accel, "-m", str(node.memory_mb),
+        QEMU, "-name", node.name, "-machine", boot.machine, "-accel", boot.accel,
+        "-m", str(node.memory_mb),
         "-smp", str(node.cpus), "-nodefaults", "-no-user-config", "-display", "none",
         "-no-reboot", "-serial", f"file:{node_dir / 'console.log'}",
-        "-qmp", f"unix:{node_dir / 'qmp.sock'},server=on,wait=off",
+        "-qmp", f"unix:{qmp},server=on,wait=off",
         "-kernel", str(boot.kernel.bzimage), "-append", cmdline(node, boot),
         "-drive", f"file={overlay},if=virtio,format=qcow2",
         "-drive", f"file={boot.modules_disk},if=virtio,format=raw,readonly=on",
@@ -69,6 +74,9 @@ class QemuNode:
         self.session: Session | None = None
         self.boot_seconds: float | None = None
         self._started = 0.0
+        # a UNIX socket path must be under 108 bytes; run directories can be deep
+        self._sockdir = Path(tempfile.mkdtemp(prefix="harness-qmp-"))
+        self.qmp = self._sockdir / f"{spec.name}.sock"
 
     @property
     def name(self) -> str:
@@ -83,8 +91,8 @@ class QemuNode:
         for attempt in range(3):
             self.console.write_text("")
             self._started = time.monotonic()
-            self.popen = proc.spawn(qemu_argv(self.spec, self.boot, overlay, self.dir),
-                                    log=self.qemu_log)
+            self.popen = proc.spawn(qemu_argv(self.spec, self.boot, overlay, self.dir,
+                                              self.qmp), log=self.qemu_log)
             time.sleep(0.5)
             if self.popen.poll() is None or not self._port_race():
                 return
@@ -134,11 +142,13 @@ class QemuNode:
         if self.session:
             self.session.close()
             self.session = None
-        if not self.alive():
-            return
-        sock = self.dir / "qmp.sock"
+        if self.alive():
+            self._quit()
+        shutil.rmtree(self._sockdir, ignore_errors=True)
+
+    def _quit(self) -> None:
         try:
-            qmp = QEMUMonitorProtocol(str(sock))
+            qmp = QEMUMonitorProtocol(str(self.qmp))
             qmp.connect()
             qmp.settimeout(5)
             qmp.cmd("quit")
