@@ -190,8 +190,10 @@ def _boot(ctx: RunContext, kb, img, moddisk: Path, nodes: list[QemuNode]) -> Non
                          vm.kvm_probe_timeout)
     ctx.result.kernel.update(accel=accel.accel, accel_reason=accel.reason)
     ctx.console.print(f"  accelerator: {accel.accel} ({accel.reason})")
-    extra = "harness.init=systemd" if vm.init == "systemd" else ""
-    boot = BootConfig(kb, img, moddisk, accel.accel, vm.boot_timeout, img.init, extra)
+    extra = " ".join(filter(None, ["harness.init=systemd" if vm.init == "systemd" else "",
+                                   vm.cmdline]))
+    boot = BootConfig(kb, img, moddisk, accel.accel, vm.boot_timeout, img.init, extra,
+                      vm.machine, vm.firmware)
     for spec in topology(vm):
         node = QemuNode(spec, boot, ctx.run_dir / "nodes" / spec.name)
         nodes.append(node)
