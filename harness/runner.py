@@ -58,8 +58,12 @@ def stage(ctx: RunContext, name: str):
     start = time.monotonic()
     info: dict = {"cached": False}
     ctx.console.print(f"[bold]>[/] {name} ...")
+    # a live spinner on a terminal; CI logs get the plain lines only
+    live = (ctx.console.status(f"{name} ...") if ctx.console.is_terminal
+            else contextlib.nullcontext())
     try:
-        yield info
+        with live:
+            yield info
     except BaseException as exc:
         status = "fail" if getattr(exc, "exit_code", EXIT_INFRA) == EXIT_FAIL else "error"
         ctx.result.stages.append(StageRecord(name, status, round(time.monotonic() - start, 2),
