@@ -207,6 +207,12 @@ def _build(recipe: Recipe, out: Path, init_text: str, client_pub: str, log: Path
 
 
 def _mmdebstrap(recipe: Recipe, mirror: str, tree: Path, log: Path) -> None:
+    if os.geteuid() != 0:
+        # mmdebstrap's unshare mode would leave the tree owned by subordinate
+        # ids, and mkfs.ext4 -d would copy those ids into the guest's disk
+        raise ImageError(f"building image {recipe.name!r} needs root for now (mmdebstrap "
+                         "root mode); build it once as root with the same "
+                         "HARNESS_CACHE, later runs reuse it unprivileged", EXIT_INFRA)
     argv = ["mmdebstrap", f"--variant={recipe.variant}", "--format=directory",
             # no man pages or translations; docs stay (pyverbs' tests are there)
             "--dpkgopt=path-exclude=/usr/share/man/*",
