@@ -63,6 +63,7 @@ class GuestImage:
     client_key: Path     # private key (ed25519, OpenSSH format) the harness logs in with as root
     init: str            # path of the init inside the guest: "/sbin/harness-init"
     recipe_hash: str     # hash of recipe, init script and client key: the image's cache key
+    cached: bool = False  # True: taken from the cache, nothing was built
 
 
 # --- recipes -----------------------------------------------------------------
@@ -169,6 +170,7 @@ def build_image(recipe_name: str, cache: Cache, log: Path,
     client_pub = _public_line(key_path.with_name(key_path.name + ".pub"))
     key = image_key(recipe, init_text, client_pub)
     entry = cache.get("images", key)
+    cached = entry is not None
     if entry is None:
         with cache.lock("images", key):
             entry = cache.get("images", key)
@@ -180,7 +182,8 @@ def build_image(recipe_name: str, cache: Cache, log: Path,
         say(f"image {recipe.name}: cached ({entry})")
     return GuestImage(name=recipe.name, disk=entry / "disk.img",
                       host_key_pub=(entry / "host_key.pub").read_text().strip(),
-                      client_key=key_path, init=GUEST_INIT, recipe_hash=key)
+                      client_key=key_path, init=GUEST_INIT, recipe_hash=key,
+                      cached=cached)
 
 
 def _build(recipe: Recipe, out: Path, init_text: str, client_pub: str, log: Path,

@@ -150,6 +150,7 @@ def _pipeline(ctx: RunContext, nodes: list[QemuNode]) -> None:
     with stage(ctx, "image") as info:
         img = image.build_image(plan.image, cache, logs / "image.log")
         moddisk = _modules_disk(kb, cache, logs / "image.log")
+        info["cached"] = img.cached
     with stage(ctx, "boot") as info:
         _boot(ctx, kb, img, moddisk, nodes)
     with stage(ctx, "test") as info:
