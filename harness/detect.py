@@ -62,6 +62,11 @@ def find_crashes(text: str, node: str = "") -> list[Crash]:
     return _merge_oops(crashes)
 
 
+def describe(crashes: list[Crash]) -> str:
+    """Titles and excerpts, for an assertion message or a log."""
+    return "\n\n".join(f"{c.title}\n{c.excerpt}" for c in crashes)
+
+
 def _merge_oops(crashes: list[Crash]) -> list[Crash]:
     """A NULL dereference is followed by its own "Oops:" line: one report."""
     merged: list[Crash] = []

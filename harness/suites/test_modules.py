@@ -9,8 +9,7 @@ from __future__ import annotations
 import shlex
 import uuid
 
-from harness.detect import find_crashes
-from harness.suites import kmsg
+from harness.detect import describe, find_crashes
 
 _CYCLE = r"""
 m={module}; s=${{m//-/_}}
@@ -51,7 +50,7 @@ def test_load_unload(node, module, ctx, record_property):
         f"{module}: still in /sys/module after modprobe -r "
         f"({steps.get('state_after_unload')})\n{output}")
     splats = find_crashes(dmesg, node=node.name)
-    assert not splats, f"{module}: kernel splat during load/unload:\n{kmsg.describe(splats)}"
+    assert not splats, f"{module}: kernel splat during load/unload:\n{describe(splats)}"
     assert steps.get("taint_after") == steps.get("taint_before"), (
         f"{module}: kernel taint changed {steps.get('taint_before')} -> "
         f"{steps.get('taint_after')} during load/unload")

@@ -3,6 +3,7 @@ import re
 
 import pytest
 
+from harness import detect
 from harness.detect import find_crashes, strip_prefix
 
 WARNING_HEADER = ("WARNING: mm/memremap.c:158 at pagemap_range+0x61/0x176, "
@@ -231,3 +232,10 @@ def test_strip_prefix(raw, bare):
 def test_timestamps_in_titles_are_gone():
     crash = find_crashes(with_prefix(WARNING_BODY, "time+caller"))[0]
     assert not re.search(r"\[\s*\d+\.\d+\]|T123", crash.title)
+
+
+def test_describe_lists_title_then_excerpt_per_crash():
+    crashes = detect.find_crashes("Kernel panic - not syncing: Attempted to kill init!\n")
+    text = detect.describe(crashes)
+    assert text.startswith("PANIC: Attempted to kill init!\n")
+    assert "Kernel panic - not syncing" in text
