@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from rich.table import Table
 
 from . import proc
 from .cache import default_root
+from .vm.accel import QEMU, probe_kvm
 
 # tool -> Debian package that provides it
 TOOLS = {
@@ -22,6 +24,7 @@ TOOLS = {
 }
 HEADERS = {"libelf.h": "libelf-dev", "openssl/ssl.h": "libssl-dev"}
 MIN_FREE_GB = 20
+PROBE_SECONDS = 20
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,13 @@ def _tools() -> list[Check]:
     return checks
 
 
+def _probe_kernel() -> Path | None:
+    """A kernel to probe KVM with: the newest one the harness built, else the host's."""
+    built = sorted(default_root().glob("kernels/*/bzImage"), key=lambda p: p.stat().st_mtime)
+    host = sorted(Path("/boot").glob("vmlinuz-*"))
+    return (built or host or [None])[-1]
+
+
 def _kvm() -> Check:
     if not os.path.exists("/dev/kvm"):
         return Check("kvm", False, "no /dev/kvm: guests run under TCG (slow but works)",
@@ -55,8 +65,14 @@ def _kvm() -> Check:
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return Check("kvm", False, "/dev/kvm not accessible: TCG will be used",
                      "add this user to the kvm group", required=False)
-    return Check("kvm", True, "/dev/kvm opens; `harness run` still probes it with a short "
-                 "boot and falls back to TCG if guests hang", required=False)
+    kernel = _probe_kernel()
+    if kernel is None or shutil.which(QEMU) is None:
+        return Check("kvm", True, "/dev/kvm opens; not probed (no kernel or QEMU yet): "
+                     "`harness run` probes it with a short boot", required=False)
+    with tempfile.TemporaryDirectory(prefix="harness-doctor-") as work:
+        works, why = probe_kvm(kernel, Path(work), PROBE_SECONDS)
+    return Check("kvm", works, f"probe boot of {kernel.name}: {why}"
+                 + ("" if works else "; runs use TCG"), "", required=False)
 
 
 def _privileges() -> Check:

@@ -95,3 +95,13 @@ def test_systemd_is_selectable(kernel, modules_disk, accel, cache, logs, tmp_pat
         node.stop()
     assert pid1.stdout.strip() == "systemd", pid1.describe()
     assert "handing over to systemd" in node.console_text()
+
+
+def test_doctor_probes_kvm_with_a_real_boot(kernel):
+    from harness.doctor import checks
+    kvm = next(c for c in checks() if c.name == "kvm")
+    if os.access("/dev/kvm", os.R_OK | os.W_OK):
+        assert kvm.detail.startswith("probe boot of "), kvm.detail
+        assert ("banner" in kvm.detail) or ("exited" in kvm.detail)
+    else:
+        assert not kvm.ok and "TCG" in kvm.detail
