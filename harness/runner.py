@@ -9,6 +9,7 @@ import secrets
 import shutil
 import signal
 import time
+import traceback
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -99,6 +100,14 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
         result.error, result.exit_code = f"{exc.stage}: {exc}", exc.exit_code
     except Interrupted as exc:
         result.error, result.exit_code = str(exc), EXIT_INFRA
+    except Exception as exc:
+        # a bug or an environment problem of the harness itself: never a verdict
+        # on the kernel (exit 3), and the traceback is kept for the bug report
+        (run_dir / "logs").mkdir(exist_ok=True)
+        (run_dir / "logs" / "traceback.txt").write_text(traceback.format_exc())
+        result.error = (f"harness internal error: {type(exc).__name__}: {exc} "
+                        f"(traceback in logs/traceback.txt)")
+        result.exit_code = EXIT_INFRA
     finally:
         with contextlib.suppress(Interrupted):
             _finish(ctx, nodes)

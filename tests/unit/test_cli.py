@@ -159,3 +159,18 @@ def test_systemd_image_recipe_passes_preflight():
     plan = plan_mod.load(None, ["vm.init=systemd", "image=trixie-rdma-systemd"])
     runner.preflight(plan)       # raises on a problem
     assert "systemd-sysv" in image.load_recipe(plan.image).packages
+
+
+def test_an_unexpected_exception_is_an_infrastructure_error_with_a_traceback(tmp_path,
+                                                                              monkeypatch):
+    def broken(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", "/cache/apt/.lock")
+
+    monkeypatch.setattr(runner.source, "prepare", broken)
+    result, run_dir, out = run_plan(tmp_path, [])
+    assert result.exit_code == 3 and result.verdict == "error"
+    data = json.loads((run_dir / "results.json").read_text())
+    assert data["error"].startswith("harness internal error: PermissionError")
+    assert data["stages"][0]["name"] == "source" and data["stages"][0]["status"] == "error"
+    assert "Traceback" in (run_dir / "logs" / "traceback.txt").read_text()
+    assert "verdict: error" in out
