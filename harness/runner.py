@@ -142,8 +142,7 @@ def _pipeline(ctx: RunContext, nodes: list[QemuNode]) -> None:
     with stage(ctx, "source") as info:
         tree = source.prepare(plan.kernel, cache, logs / "source.log")
         result.kernel.update(source=tree.origin, commit=tree.commit, version=tree.version)
-    objdir = cache.entry("objdirs", digest(str(tree.path)))
-    with cache.lock("objdirs", digest(str(tree.path))):
+    with objdir_for(tree, cache) as objdir:
         with stage(ctx, "kconfig") as info:
             report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / "kconfig.log")
             info["cached"] = report.cached
@@ -166,12 +165,20 @@ def _pipeline(ctx: RunContext, nodes: list[QemuNode]) -> None:
         _test(ctx, kb, nodes)
 
 
+@contextlib.contextmanager
+def objdir_for(tree: source.SourceTree, cache: Cache):
+    """The tree's object directory (kept for incremental builds), locked: one
+    kconfig+build at a time writes it."""
+    key = digest(str(tree.path))
+    with cache.lock("objdirs", key):
+        yield cache.entry("objdirs", key)
+
+
 def kernel_for(plan: Plan, cache: Cache, logs: Path) -> build.KernelBuild:
     """source -> kconfig -> build outside a run (tests, benchmarks): the same
     stages and cache as a run, without a run directory."""
     tree = source.prepare(plan.kernel, cache, logs / "source.log")
-    objdir = cache.entry("objdirs", digest(str(tree.path)))
-    with cache.lock("objdirs", digest(str(tree.path))):
+    with objdir_for(tree, cache) as objdir:
         report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / "kconfig.log")
         kconfig.check(report)
         return build.build(tree, report, objdir, plan.build, cache, logs / "build.log")

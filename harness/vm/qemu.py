@@ -122,14 +122,17 @@ class QemuNode:
     def console_tail(self, lines: int = 30) -> str:
         return "\n".join(self.console_text().splitlines()[-lines:])
 
-    def _ssh_worth_trying(self) -> bool:
-        """An SSH attempt made before the guest's network is up hangs in slirp
-        until its timeout (measured: ~2 s lost per boot), so wait for the
-        harness init's "ready" line; systemd and foreign inits give no such
-        line, so for them poll."""
+    def _ssh_timeout(self) -> float | None:
+        """Seconds for the next SSH attempt, or None: not worth trying yet. An
+        attempt made before the guest's network is up hangs in slirp until its
+        timeout (measured: ~2 s lost per boot), so wait for the harness init's
+        "ready" line; systemd and foreign inits give no such line: poll them."""
         text = self.console_text()
-        return (READY in text or HANDOVER in text
-                or time.monotonic() - self._started > NO_READY_LINE_AFTER)
+        if READY in text:
+            return 10
+        if HANDOVER in text or time.monotonic() - self._started > NO_READY_LINE_AFTER:
+            return 3
+        return None
 
     def wait_ssh(self, ssh_log: Path) -> Session:
         """Connect once the guest is ready; fail when QEMU dies or the boot
@@ -138,12 +141,13 @@ class QemuNode:
         while True:
             if not self.alive():
                 raise BootError(self._death_message(), 3)
-            if self._ssh_worth_trying():
+            timeout = self._ssh_timeout()
+            if timeout is not None:
                 try:
                     self.session = Session.connect(
                         self.name, "127.0.0.1", self.spec.ssh_port,
                         self.boot.image.client_key, self.boot.image.host_key_pub,
-                        timeout=10 if READY in self.console_text() else 3, log=ssh_log)
+                        timeout=timeout, log=ssh_log)
                     self.boot_seconds = time.monotonic() - self._started
                     return self.session
                 except (OSError, paramiko.SSHException, EOFError):
