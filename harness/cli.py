@@ -35,6 +35,30 @@ def _parser() -> argparse.ArgumentParser:
                      help="cache directory (default: $HARNESS_CACHE or "
                           "$XDG_CACHE_HOME/harness)")
     sub.add_parser("doctor", help="check this host: QEMU, KVM, mmdebstrap, compiler, disk")
+    config = sub.add_parser("config", help="Kconfig: check fragments against a tree, diff "
+                                           "two .config files")
+    csub = config.add_subparsers(dest="config_command", required=True)
+    check = csub.add_parser(
+        "check", help="merge fragments onto a base in a kernel tree (no build) and say, "
+                      "for every requested symbol, whether it stuck and if not why",
+        description="Exit codes: 0 every requested symbol stuck, 1 some did not (with the "
+                    "reason and the fragment lines that fix it), 2 bad input (unknown "
+                    "symbol, conflicting fragments), 3 infrastructure error.")
+    check.add_argument("fragments", nargs="+", metavar="FRAGMENT",
+                       help="a fragment name from kconfigs/ (e.g. rdma) or a file path")
+    check.add_argument("--tree", type=Path, required=True,
+                       help="the kernel source tree (not modified: objects go to the cache)")
+    check.add_argument("--base", default="tinyconfig",
+                       help="tinyconfig (+ kernel/configs/kvm_guest.config, as in runs), "
+                            "defconfig, or a .config file (default: tinyconfig)")
+    check.add_argument("--json", action="store_true",
+                       help="print the results.json `kconfig` section instead of tables")
+    check.add_argument("--cache-dir", type=Path, default=None, help="cache directory")
+    diff = csub.add_parser("diff", help="symbols whose values differ between two .config "
+                                        "files")
+    diff.add_argument("old", type=Path)
+    diff.add_argument("new", type=Path)
+    diff.add_argument("--json", action="store_true", help="print JSON")
     return parser
 
 
@@ -44,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "doctor":
         from .doctor import doctor
         return doctor(console)
+    if args.command == "config":
+        from .config_cli import config_command
+        return config_command(args, console)
     from .cache import Cache
     from .runner import run
     try:

@@ -1,26 +1,35 @@
 """Kconfig stage: base config + fragments -> .config, then proof that every
-requested symbol got the requested value.
+requested symbol got the requested value, and an explanation for each one that
+did not.
 
 The kernel's own tools do the work: `make tinyconfig|defconfig`,
-scripts/kconfig/merge_config.sh and `make olddefconfig`. This module only
-chooses the inputs and checks the outcome.
+scripts/kconfig/merge_config.sh, `make olddefconfig`, and the tree's Kconfig
+parser for the explanations (kconfig_explain.py). This module chooses the
+inputs, catches conflicting and unknown requests, and checks the outcome.
 """
 from __future__ import annotations
 
+import json
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import proc
 from .cache import Cache, digest, file_digest
 from .errors import ConfigError
+from .kconfig_explain import Explanation, KconfigTool, explain_missing
 from .plan import PROJECT_ROOT, KconfigSpec
 from .source import SourceTree
 
 KCONFIG_DIR = PROJECT_ROOT / "kconfigs"
 _SET = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
 _UNSET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
+# a comment line "# override: <reason>" just above a setting: it may change a
+# value an earlier fragment set (otherwise two values for one symbol conflict)
+_OVERRIDE = re.compile(r"^#\s*override\b", re.IGNORECASE)
+# bump when the analysis stored with a cached config changes shape
+ANALYSIS_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,12 @@ class Request:
     want: str            # y, m, n, or a literal value
     fragment: str        # file the request came from
     line: int
+    why: str = ""        # the comment block above the line
+    override: bool = False   # marked "# override: ..." (may change an earlier value)
+
+    @property
+    def where(self) -> str:
+        return f"{Path(self.fragment).name}:{self.line}"
 
 
 @dataclass(frozen=True)
@@ -39,6 +54,8 @@ class ConfigReport:
     requested: tuple[Request, ...]   # effective requests (last one per symbol wins)
     actual: tuple[tuple[str, str], ...]   # (symbol, value in .config or "n")
     cached: bool
+    unknown: tuple[Request, ...] = ()         # symbols this tree's Kconfig does not define
+    explanations: tuple[Explanation, ...] = ()   # one per missing request
 
     @property
     def missing(self) -> list[tuple[Request, str]]:
@@ -59,18 +76,31 @@ def fragment_path(name: str) -> Path:
 
 def parse_fragment(path: Path) -> list[Request]:
     requests = []
+    comments: list[str] = []
     for number, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.strip()
         if not line:
+            comments = []
             continue
-        if m := _SET.match(line):
-            value = m.group(2).strip('"') if m.group(2).startswith('"') else m.group(2)
-            requests.append(Request(m.group(1)[7:], value, str(path), number))
-        elif m := _UNSET.match(line):
-            requests.append(Request(m.group(1)[7:], "n", str(path), number))
-        elif not line.startswith("#"):
-            raise ConfigError(f"{path}:{number}: not a Kconfig line: {raw!r} (expected "
-                              "CONFIG_FOO=y|m|value or '# CONFIG_FOO is not set')", 2)
+        m = _SET.match(line)
+        u = None if m else _UNSET.match(line)
+        if m or u:
+            if m:
+                value = m.group(2)
+                value = value[1:-1] if value.startswith('"') and value.endswith('"') \
+                    and len(value) > 1 else value
+                symbol = m.group(1)[7:]
+            else:
+                symbol, value = u.group(1)[7:], "n"
+            why = " ".join(c for c in comments if not _OVERRIDE.match("#" + c))
+            override = any(_OVERRIDE.match("#" + c) for c in comments)
+            requests.append(Request(symbol, value, str(path), number, why, override))
+            continue
+        if line.startswith("#"):
+            comments.append(line.lstrip("#").strip())
+            continue
+        raise ConfigError(f"{path}:{number}: not a Kconfig line: {raw!r} (expected "
+                          "CONFIG_FOO=y|m|value or '# CONFIG_FOO is not set')", 2)
     return requests
 
 
@@ -86,10 +116,19 @@ def read_config(path: Path) -> dict[str, str]:
 
 
 def effective_requests(fragments: list[Path]) -> list[Request]:
+    """One request per symbol. Two different values for one symbol are a
+    conflict (exit 2, both fragment:line) unless the later line is marked
+    `# override: <reason>`; then the later value wins."""
     last: dict[str, Request] = {}
     for path in fragments:
         for request in parse_fragment(path):
-            last.pop(request.symbol, None)
+            earlier = last.pop(request.symbol, None)
+            if earlier and earlier.want != request.want and not request.override:
+                raise ConfigError(
+                    f"{request.fragment}:{request.line}: CONFIG_{request.symbol}="
+                    f"{request.want} conflicts with CONFIG_{request.symbol}={earlier.want} "
+                    f"at {earlier.fragment}:{earlier.line}; drop one, or mark the later "
+                    "line with a '# override: <reason>' comment above it", 2)
             last[request.symbol] = request
     return list(last.values())
 
@@ -104,28 +143,69 @@ def _base_inputs(spec: KconfigSpec) -> tuple[str, Path | None]:
     return "file", path.resolve()
 
 
+MERGED = "harness-merged.config"     # base + fragments, before olddefconfig
+
+
 def configure(tree: SourceTree, objdir: Path, spec: KconfigSpec, cache: Cache,
               log: Path) -> ConfigReport:
-    """Write objdir/.config for the plan's base + fragments (cached by inputs)."""
+    """Write objdir/.config for the plan's base + fragments (cached by inputs),
+    with the analysis of what did not stick."""
     fragments = [fragment_path(name) for name in spec.fragments]
     requests = effective_requests(fragments)
     kind, base_file = _base_inputs(spec)
     key = digest(tree.commit, kind, base_file and file_digest(base_file),
-                 [(p.name, file_digest(p)) for p in fragments])
+                 [(p.name, file_digest(p)) for p in fragments], ANALYSIS_FORMAT)
     cached = cache.get("configs", key)
     objdir.mkdir(parents=True, exist_ok=True)
     if cached is None:
         with cache.lock("configs", key), cache.fill("configs", key) as scratch:
             _make_config(tree.path, objdir, kind, base_file, fragments, log)
+            unknown, explanations = analyse(tree.path, objdir, requests, log)
             shutil.copy2(objdir / ".config", scratch / "config")
-        cached_path, was_cached = cache.entry("configs", key) / "config", False
+            (scratch / "analysis.json").write_text(json.dumps(
+                {"unknown": [asdict(r) for r in unknown],
+                 "explanations": [asdict(e) for e in explanations]}, indent=1))
+        entry, was_cached = cache.entry("configs", key), False
     else:
-        cached_path, was_cached = cached / "config", True
-        shutil.copyfile(cached_path, objdir / ".config")
-    values = read_config(cached_path)
+        entry, was_cached = cached, True
+        shutil.copyfile(entry / "config", objdir / ".config")
+        stored = json.loads((entry / "analysis.json").read_text())
+        unknown = [Request(**r) for r in stored["unknown"]]
+        explanations = [Explanation(**{k: tuple(v) if isinstance(v, list) else v
+                                       for k, v in e.items()})
+                        for e in stored["explanations"]]
+    return _report(entry / "config", spec.base, requests, was_cached, unknown, explanations,
+                   objdir / ".config")
+
+
+def _report(config: Path, base: str, requests: list[Request], cached: bool,
+            unknown, explanations, target: Path) -> ConfigReport:
+    values = read_config(config)
     actual = tuple((r.symbol, values.get(r.symbol, "n")) for r in requests)
-    return ConfigReport(objdir / ".config", file_digest(cached_path), spec.base,
-                        tuple(requests), actual, was_cached)
+    return ConfigReport(target, file_digest(config), base, tuple(requests), actual, cached,
+                        tuple(unknown), tuple(explanations))
+
+
+def analyse(tree: Path, objdir: Path, requests: list[Request], log: Path,
+            ) -> tuple[list[Request], list[Explanation]]:
+    """Unknown symbols and explanations for the requests that did not stick,
+    from the tree's own Kconfig parser (about 4 s, once per new config)."""
+    tool = KconfigTool(tree, objdir, log)
+    merged = objdir / MERGED
+    values = read_config(objdir / ".config")
+    with tool.open() as db:
+        db.read(merged)
+        unknown = [r for r in requests if not db.known(r.symbol)]
+        # the parser must agree with olddefconfig, or its explanations are worthless
+        disagree = [r.symbol for r in requests if db.known(r.symbol)
+                    and db.value(r.symbol) != values.get(r.symbol, "n")]
+        if disagree:
+            raise ConfigError(f"the Kconfig parser disagrees with olddefconfig on "
+                              f"{', '.join(disagree[:5])} (environment?); see {log}", 3)
+        known = [r for r in requests if r not in unknown]
+        if any(values.get(r.symbol, "n") != r.want for r in known):
+            return unknown, explain_missing(db, merged, known, objdir)
+    return unknown, []
 
 
 def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
@@ -150,16 +230,98 @@ def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
     if not merged.ok:
         raise ConfigError(f"merge_config.sh failed for {', '.join(map(str, fragments))}"
                           f"; see {log}", 3)
+    shutil.copyfile(objdir / ".config", objdir / MERGED)
     make("olddefconfig")
 
 
 def check(report: ConfigReport) -> None:
-    """Fail before the build when a requested symbol did not stick."""
+    """Fail before the build: unknown symbols are bad input (exit 2), symbols
+    that did not stick are a kernel-configuration failure (exit 1)."""
+    if report.unknown:
+        lines = [f"  {r.fragment}:{r.line}: CONFIG_{r.symbol} is not defined by this "
+                 f"tree's Kconfig" for r in report.unknown]
+        raise ConfigError(f"{len(report.unknown)} requested Kconfig symbol(s) unknown to "
+                          "this tree (misspelt, renamed or removed?):\n" + "\n".join(lines), 2)
     missing = report.missing
     if not missing:
         return
-    lines = [f"  CONFIG_{r.symbol}: wanted {r.want}, got {got} "
-             f"({Path(r.fragment).name}:{r.line})" for r, got in missing]
     raise ConfigError(f"{len(missing)} requested Kconfig symbol(s) did not stick after "
-                      f"olddefconfig (a dependency is missing or the symbol is unknown "
-                      f"to this tree):\n" + "\n".join(lines), 1)
+                      f"olddefconfig:\n" + explain_text(report), 1)
+
+
+def explain_text(report: ConfigReport) -> str:
+    """The missing symbols with why and the fix, for messages and the CLI."""
+    by_symbol = {e.symbol: e for e in report.explanations}
+    out = []
+    for request, got in report.missing:
+        out.append(f"CONFIG_{request.symbol}: wanted {request.want}, got {got} "
+                   f"({request.where})")
+        exp = by_symbol.get(request.symbol)
+        if exp:
+            out += ["    " + line for line in exp.why.splitlines()]
+    fix = fix_lines(report)
+    if fix:
+        verified = all(e.verified for e in report.explanations)
+        out.append("add to a fragment" + (" (checked with this tree's Kconfig: with these "
+                                          "lines every requested symbol sticks):"
+                                          if verified else
+                                          " (not enough on its own; see above):"))
+        out += [f"    {line}" for line in fix]
+    return "\n".join(out)
+
+
+def fix_lines(report: ConfigReport) -> list[str]:
+    return list(dict.fromkeys(line for e in report.explanations for line in e.fix))
+
+
+def summary(report: ConfigReport) -> dict:
+    """The results.json `kconfig` section."""
+    got = dict(report.actual)
+    by_symbol = {e.symbol: e for e in report.explanations}
+    return {
+        "base": report.base,
+        "requested": [{"symbol": r.symbol, "want": r.want, "got": got[r.symbol],
+                       "fragment": r.where, "why": r.why} for r in report.requested],
+        "unknown": [{"symbol": r.symbol, "fragment": r.where} for r in report.unknown],
+        "missing": [{"symbol": r.symbol, "want": r.want, "got": g, "fragment": r.where,
+                     "why": by_symbol[r.symbol].why if r.symbol in by_symbol else "",
+                     "fix": list(by_symbol[r.symbol].fix) if r.symbol in by_symbol else [],
+                     "roots": list(by_symbol[r.symbol].roots) if r.symbol in by_symbol else [],
+                     "select_only": by_symbol[r.symbol].select_only
+                     if r.symbol in by_symbol else False,
+                     "verified": by_symbol[r.symbol].verified
+                     if r.symbol in by_symbol else False}
+                    for r, g in report.missing if r not in report.unknown],
+        "fix": fix_lines(report),
+    }
+
+
+def check_tree(tree: Path, base: str, fragment_names: list[str], cache: Cache,
+               log: Path) -> ConfigReport:
+    """`harness config check`: configure a tree (any checkout, never written to:
+    the objects go to a cached scratch directory per tree) and analyse it."""
+    fragments = [fragment_path(name) for name in fragment_names]
+    requests = effective_requests(fragments)
+    kind, base_file = _base_inputs(KconfigSpec(base=base, fragments=tuple(fragment_names)))
+    key = digest("config-check", str(Path(tree).resolve()))
+    with cache.lock("checkdirs", key):
+        objdir = cache.entry("checkdirs", key)
+        objdir.mkdir(parents=True, exist_ok=True)
+        _make_config(Path(tree), objdir, kind, base_file, fragments, log)
+        unknown, explanations = analyse(Path(tree), objdir, requests, log)
+        return _report(objdir / ".config", base, requests, False, unknown, explanations,
+                       objdir / ".config")
+
+
+def read_pair(a: Path, b: Path) -> list[tuple[str, str, str]]:
+    """`harness config diff`: (symbol, value in a, value in b) for every symbol
+    whose value differs; "n" for absent or not set."""
+    for path in (a, b):
+        if not Path(path).is_file():
+            raise ConfigError(f"{path}: no such .config file", 2)
+    return diff(read_config(a), read_config(b))
+
+
+def diff(old: dict[str, str], new: dict[str, str]) -> list[tuple[str, str, str]]:
+    return [(s, old.get(s, "n"), new.get(s, "n")) for s in sorted(set(old) | set(new))
+            if old.get(s, "n") != new.get(s, "n")]

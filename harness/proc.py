@@ -136,3 +136,22 @@ def spawn(argv: Sequence[str | os.PathLike], *, log: Path,
         except FileNotFoundError as exc:
             raise ProcError(f"{args[0]}: program not found (run `harness doctor`)",
                             3) from exc
+
+
+def spawn_pipe(argv: Sequence[str | os.PathLike], *, log: Path,
+               cwd: str | os.PathLike | None = None,
+               env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    """Start a helper that answers line-based requests: stdin and stdout are
+    text pipes, stderr goes to `log`. The caller owns it (kill_group())."""
+    args = [str(a) for a in argv]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as logf:
+        logf.write(("$ " + " ".join(args) + "\n").encode())
+        logf.flush()
+        try:
+            return subprocess.Popen(args, cwd=cwd, env=_env(env), stdout=subprocess.PIPE,
+                                    stdin=subprocess.PIPE, stderr=logf, text=True,
+                                    start_new_session=True, preexec_fn=_die_with_parent)
+        except FileNotFoundError as exc:
+            raise ProcError(f"{args[0]}: program not found (run `harness doctor`)",
+                            3) from exc

@@ -119,8 +119,8 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
 def preflight(plan: Plan) -> None:
     """Check every input that needs no download before spending minutes: bad
     input ends the run at once with exit 2, naming the culprit."""
-    for name in plan.kconfig.fragments:
-        kconfig.parse_fragment(kconfig.fragment_path(name))
+    # parse errors and conflicting values between fragments (exit 2)
+    kconfig.effective_requests([kconfig.fragment_path(n) for n in plan.kconfig.fragments])
     unknown = [s for s in plan.suites if s not in suites.SUITES]
     if unknown:
         raise PlanError(f"{plan.source_file}: suites: unknown suite(s) {', '.join(unknown)} "
@@ -147,7 +147,7 @@ def _pipeline(ctx: RunContext, nodes: list[QemuNode]) -> None:
             report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / "kconfig.log")
             info["cached"] = report.cached
             shutil.copyfile(report.config, run_dir / "config")
-            result.kconfig = _kconfig_summary(report)
+            result.kconfig = kconfig.summary(report)
             kconfig.check(report)
         with stage(ctx, "build") as info:
             kb = build.build(tree, report, objdir, plan.build, cache, logs / "build.log")
@@ -182,17 +182,6 @@ def kernel_for(plan: Plan, cache: Cache, logs: Path) -> build.KernelBuild:
         report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / "kconfig.log")
         kconfig.check(report)
         return build.build(tree, report, objdir, plan.build, cache, logs / "build.log")
-
-
-def _kconfig_summary(report: kconfig.ConfigReport) -> dict:
-    got = dict(report.actual)
-    return {"base": report.base,
-            "requested": [{"symbol": r.symbol, "want": r.want, "got": got[r.symbol],
-                           "fragment": f"{Path(r.fragment).name}:{r.line}"}
-                          for r in report.requested],
-            "missing": [{"symbol": r.symbol, "want": r.want, "got": g,
-                         "fragment": f"{Path(r.fragment).name}:{r.line}"}
-                        for r, g in report.missing]}
 
 
 def _modules_disk(kb: build.KernelBuild, cache: Cache, log: Path) -> Path:

@@ -27,11 +27,55 @@ def test_malformed_fragment_line_names_file_and_line(tmp_path):
     assert info.value.exit_code == 2
 
 
-def test_later_fragment_wins(tmp_path):
-    a = fragment(tmp_path, "a.config", "CONFIG_X=y\nCONFIG_Y=m\n")
-    b = fragment(tmp_path, "b.config", "CONFIG_X=m\n")
-    reqs = {r.symbol: (r.want, Path(r.fragment).name) for r in kconfig.effective_requests([a, b])}
-    assert reqs == {"X": ("m", "b.config"), "Y": ("m", "a.config")}
+def test_two_values_for_one_symbol_conflict_naming_both_lines(tmp_path):
+    a = fragment(tmp_path, "a.config", "# why\nCONFIG_X=y\nCONFIG_Y=m\n")
+    b = fragment(tmp_path, "b.config", "# other reason\nCONFIG_X=m\n")
+    with pytest.raises(ConfigError) as info:
+        kconfig.effective_requests([a, b])
+    assert f"{b}:2" in str(info.value) and f"{a}:2" in str(info.value)
+    assert "CONFIG_X=m" in str(info.value) and "CONFIG_X=y" in str(info.value)
+    assert info.value.exit_code == 2
+
+
+def test_conflict_inside_one_fragment(tmp_path):
+    a = fragment(tmp_path, "a.config", "CONFIG_X=y\n\n# CONFIG_X is not set\n")
+    with pytest.raises(ConfigError) as info:
+        kconfig.effective_requests([a])
+    assert f"{a}:3" in str(info.value) and f"{a}:1" in str(info.value)
+
+
+def test_marked_override_wins_and_same_value_is_no_conflict(tmp_path):
+    a = fragment(tmp_path, "a.config", "CONFIG_X=y\nCONFIG_Y=m\nCONFIG_Z=y\n")
+    b = fragment(tmp_path, "b.config",
+                 "# debug builds want it built in\n# override: modules are slow to load "
+                 "here\nCONFIG_Y=y\n# same value\nCONFIG_Z=y\n")
+    reqs = {r.symbol: r for r in kconfig.effective_requests([a, b])}
+    assert (reqs["Y"].want, reqs["Y"].where, reqs["Y"].override) == ("y", "b.config:3", True)
+    assert reqs["Y"].why == "debug builds want it built in"
+    assert reqs["Z"].where == "b.config:5" and reqs["X"].where == "a.config:1"
+
+
+def test_comment_block_above_a_line_is_its_why(tmp_path):
+    a = fragment(tmp_path, "a.config",
+                 "# Header of the file.\n\n# first reason\n# continued\nCONFIG_A=y\n"
+                 "CONFIG_B=y\n\nCONFIG_C=y\n")
+    why = {r.symbol: r.why for r in kconfig.parse_fragment(a)}
+    assert why == {"A": "first reason continued", "B": "first reason continued", "C": ""}
+
+
+def test_every_project_fragment_line_says_why():
+    for path in sorted(kconfig.KCONFIG_DIR.glob("*.config")):
+        first = path.read_text().splitlines()[0]
+        assert first.startswith("# "), f"{path.name}: first line must say what it is for"
+        for request in kconfig.parse_fragment(path):
+            assert request.why, f"{path.name}:{request.line}: CONFIG_{request.symbol} has " \
+                                "no comment above it saying why"
+
+
+def test_project_fragments_do_not_conflict_in_the_quickstart_order():
+    names = ["virt-guest", "rdma", "hmm-p2p", "ionic", "mlx5"]
+    requests = kconfig.effective_requests([kconfig.fragment_path(n) for n in names])
+    assert len({r.symbol for r in requests}) == len(requests)
 
 
 def test_unknown_fragment_lists_known_ones():
@@ -67,3 +111,48 @@ def test_read_config(tmp_path):
     path = fragment(tmp_path, ".config",
                     "CONFIG_A=y\n# CONFIG_B is not set\nCONFIG_S=\"x y\"\n# comment\n")
     assert kconfig.read_config(path) == {"A": "y", "B": "n", "S": "x y"}
+
+
+def test_unknown_symbols_are_bad_input_before_missing_ones(tmp_path):
+    known = kconfig.Request("A", "y", "f.config", 1)
+    bogus = kconfig.Request("NOPE", "y", "x.config", 3)
+    report = kconfig.ConfigReport(tmp_path / ".config", "h", "defconfig", (known, bogus),
+                                  (("A", "n"), ("NOPE", "n")), False, unknown=(bogus,))
+    with pytest.raises(ConfigError) as info:
+        kconfig.check(report)
+    assert info.value.exit_code == 2
+    assert "x.config:3: CONFIG_NOPE" in str(info.value)
+    assert kconfig.summary(report)["unknown"] == [{"symbol": "NOPE", "fragment": "x.config:3"}]
+
+
+def test_missing_symbols_carry_why_and_the_checked_fix(tmp_path):
+    from harness.kconfig_explain import Explanation
+    request = kconfig.Request("ZONE_DEVICE", "y", "/k/gpu.config", 1, "device memory")
+    exp = Explanation("ZONE_DEVICE", "y", "n", "gpu.config:1",
+                      "ZONE_DEVICE [=n] depends on MEMORY_HOTPLUG [=n]",
+                      ("CONFIG_MEMORY_HOTPLUG=y",), ("MEMORY_HOTPLUG",), verified=True)
+    report = kconfig.ConfigReport(tmp_path / ".config", "h", "defconfig", (request,),
+                                  (("ZONE_DEVICE", "n"),), False, explanations=(exp,))
+    with pytest.raises(ConfigError) as info:
+        kconfig.check(report)
+    text = str(info.value)
+    assert info.value.exit_code == 1
+    assert "CONFIG_ZONE_DEVICE: wanted y, got n (gpu.config:1)" in text
+    assert "depends on MEMORY_HOTPLUG [=n]" in text
+    assert "every requested symbol sticks" in text and "    CONFIG_MEMORY_HOTPLUG=y" in text
+    section = kconfig.summary(report)
+    assert section["requested"] == [{"symbol": "ZONE_DEVICE", "want": "y", "got": "n",
+                                     "fragment": "gpu.config:1", "why": "device memory"}]
+    assert section["missing"][0]["fix"] == ["CONFIG_MEMORY_HOTPLUG=y"]
+    assert section["missing"][0]["why"].startswith("ZONE_DEVICE [=n]")
+    assert section["fix"] == ["CONFIG_MEMORY_HOTPLUG=y"]
+
+
+def test_config_diff(tmp_path):
+    a = fragment(tmp_path, "a", "CONFIG_A=y\nCONFIG_B=m\n# CONFIG_C is not set\nCONFIG_S=\"x\"\n")
+    b = fragment(tmp_path, "b", "CONFIG_A=y\nCONFIG_B=y\nCONFIG_C=y\nCONFIG_D=m\n")
+    assert kconfig.read_pair(a, b) == [("B", "m", "y"), ("C", "n", "y"), ("D", "n", "m"),
+                                       ("S", "x", "n")]
+    with pytest.raises(ConfigError) as info:
+        kconfig.read_pair(a, tmp_path / "nope")
+    assert info.value.exit_code == 2 and "nope" in str(info.value)
