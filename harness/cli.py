@@ -53,6 +53,8 @@ def _parser() -> argparse.ArgumentParser:
                             "defconfig, or a .config file (default: tinyconfig)")
     check.add_argument("--json", action="store_true",
                        help="print the results.json `kconfig` section instead of tables")
+    check.add_argument("--output", type=Path, default=None, metavar="FILE",
+                       help="also write the resulting .config to FILE")
     check.add_argument("--cache-dir", type=Path, default=None, help="cache directory")
     diff = csub.add_parser("diff", help="symbols whose values differ between two .config "
                                         "files")

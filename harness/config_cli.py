@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -40,6 +41,8 @@ def _check(args: argparse.Namespace, console: Console) -> int:
                 console.print(escape(log.read_text(errors="replace")[-3000:]))
             raise
     seconds = time.monotonic() - start
+    if args.output:
+        shutil.copyfile(report.config, args.output)
     section = kconfig.summary(report)
     if args.json:
         print(json.dumps(section, indent=1))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import build, image, plan as plan_mod, runner
+from harness import build, image, plan as plan_mod, runner, source
 from harness.cache import Cache
 
 QUICKSTART = plan_mod.PROJECT_ROOT / "plans" / "quickstart.yaml"
@@ -34,6 +34,12 @@ def quickstart():
 @pytest.fixture(scope="session")
 def logs(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("logs")
+
+
+@pytest.fixture(scope="session")
+def kernel_tree(quickstart, cache, logs) -> source.SourceTree:
+    """The quickstart's kernel source (Debian's linux-source-7.2), unbuilt."""
+    return source.prepare(quickstart.kernel, cache, logs / "source.log")
 
 
 @pytest.fixture(scope="session")
