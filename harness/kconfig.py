@@ -76,11 +76,12 @@ def fragment_path(name: str) -> Path:
 
 def parse_fragment(path: Path) -> list[Request]:
     requests = []
-    comments: list[str] = []
+    comments: list[str] = []      # the comment block above the current group
+    after_setting = False
     for number, raw in enumerate(path.read_text().splitlines(), 1):
         line = raw.strip()
         if not line:
-            comments = []
+            comments, after_setting = [], False
             continue
         m = _SET.match(line)
         u = None if m else _UNSET.match(line)
@@ -95,8 +96,11 @@ def parse_fragment(path: Path) -> list[Request]:
             why = " ".join(c for c in comments if not _OVERRIDE.match("#" + c))
             override = any(_OVERRIDE.match("#" + c) for c in comments)
             requests.append(Request(symbol, value, str(path), number, why, override))
+            after_setting = True
             continue
         if line.startswith("#"):
+            if after_setting:     # a comment after settings starts the next group
+                comments, after_setting = [], False
             comments.append(line.lstrip("#").strip())
             continue
         raise ConfigError(f"{path}:{number}: not a Kconfig line: {raw!r} (expected "

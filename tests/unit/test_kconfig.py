@@ -58,9 +58,19 @@ def test_marked_override_wins_and_same_value_is_no_conflict(tmp_path):
 def test_comment_block_above_a_line_is_its_why(tmp_path):
     a = fragment(tmp_path, "a.config",
                  "# Header of the file.\n\n# first reason\n# continued\nCONFIG_A=y\n"
-                 "CONFIG_B=y\n\nCONFIG_C=y\n")
+                 "CONFIG_B=y\n# second reason\nCONFIG_D=y\n\nCONFIG_C=y\n")
     why = {r.symbol: r.why for r in kconfig.parse_fragment(a)}
-    assert why == {"A": "first reason continued", "B": "first reason continued", "C": ""}
+    assert why == {"A": "first reason continued", "B": "first reason continued",
+                   "D": "second reason", "C": ""}
+
+
+def test_override_mark_covers_only_its_own_group(tmp_path):
+    a = fragment(tmp_path, "a.config", "CONFIG_X=y\nCONFIG_Y=y\n")
+    b = fragment(tmp_path, "b.config",
+                 "# override: built in here\nCONFIG_X=m\n# a different reason\nCONFIG_Y=m\n")
+    with pytest.raises(ConfigError) as info:
+        kconfig.effective_requests([a, b])
+    assert f"{b}:4" in str(info.value)
 
 
 def test_every_project_fragment_line_says_why():
