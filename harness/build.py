@@ -67,6 +67,17 @@ def _make_argv(objdir: Path, jobs: int, use_ccache: bool) -> list[str]:
     return argv
 
 
+def incremental(tree: Path, objdir: Path, spec: BuildSpec, log: Path) -> tuple[bool, str]:
+    """`make olddefconfig bzImage modules` in the kept object directory, no
+    cache: the per-patch check of a series. (ok, make's output)."""
+    use_ccache = spec.ccache and shutil.which("ccache") is not None
+    jobs = spec.jobs or os.cpu_count() or 1
+    log.unlink(missing_ok=True)
+    result = proc.run([*_make_argv(objdir, jobs, use_ccache), "olddefconfig", "bzImage",
+                       "modules"], cwd=tree, timeout=spec.timeout, log=log, error=BuildError)
+    return result.ok, log.read_text(errors="replace")
+
+
 def build(tree: SourceTree, config: ConfigReport, objdir: Path, spec: BuildSpec,
           cache: Cache, log: Path) -> KernelBuild:
     use_ccache = spec.ccache and shutil.which("ccache") is not None

@@ -35,6 +35,31 @@ def _parser() -> argparse.ArgumentParser:
                      help="cache directory (default: $HARNESS_CACHE or "
                           "$XDG_CACHE_HOME/harness)")
     sub.add_parser("doctor", help="check this host: QEMU, KVM, mmdebstrap, compiler, disk")
+    series = sub.add_parser("series", help="patch series: apply, check every patch, then "
+                                           "boot and test the top")
+    ssub = series.add_subparsers(dest="series_command", required=True)
+    scheck = ssub.add_parser(
+        "check", help="apply a series with git am -3 and build after every patch (new "
+                      "warnings, checkpatch --strict, .config changes, bisectability), then "
+                      "boot and run the suites on the top, like `harness run`",
+        description="SERIES: a name in patches/ (e.g. demo-rxe-counters), a series "
+                    "directory, a directory of *.patch files, an mbox or .patch file, or a "
+                    "lore message-id (fetched with b4). Exit codes as `harness run`.")
+    scheck.add_argument("series", nargs="+", metavar="SERIES",
+                        help="applied in the order given")
+    scheck.add_argument("--tree", type=Path, default=None,
+                        help="your kernel tree (git); default: the plan's kernel "
+                             "(Debian's linux-source-7.2 in the quickstart)")
+    scheck.add_argument("--ref", default=None, help="the base commit in --tree (default HEAD)")
+    scheck.add_argument("--plan", default=None,
+                        help="plan YAML for everything else (default plans/quickstart.yaml)")
+    scheck.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE", help="override a plan key, as in `harness run`")
+    scheck.add_argument("--no-per-patch", action="store_true",
+                        help="apply and test the top only (no build after every patch)")
+    scheck.add_argument("--runs-dir", type=Path, default=Path("runs"),
+                        help="where run directories go (default: ./runs)")
+    scheck.add_argument("--cache-dir", type=Path, default=None, help="cache directory")
     config = sub.add_parser("config", help="Kconfig: check fragments against a tree, diff "
                                            "two .config files")
     csub = config.add_subparsers(dest="config_command", required=True)
@@ -77,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
     from .runner import run
     try:
         plan = plan_mod.load(args.plan, args.overrides)
+        if args.command == "series":
+            plan = _series_plan(plan, args)
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}")
         return exc.exit_code
@@ -88,6 +115,32 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     result = run(plan, args.runs_dir, Cache(args.cache_dir), console)
     return result.exit_code
+
+
+def _series_plan(plan: "plan_mod.Plan", args: argparse.Namespace) -> "plan_mod.Plan":
+    """The plan for `series check`: the series, per-patch builds, and the
+    fragments and suites the (first) series asks for unless --set chose them."""
+    import dataclasses
+    import tempfile
+
+    from . import series
+
+    chosen = {o.split("=", 1)[0].strip() for o in args.overrides}
+    changes: dict = {"series": tuple(args.series), "per_patch": not args.no_per_patch}
+    with tempfile.TemporaryDirectory(prefix="harness-series-") as tmp:
+        specs = [series.load(ref, Path(tmp), Path(tmp) / "log") for ref in args.series
+                 if not series.is_message_id(ref)]
+    fragments = tuple(dict.fromkeys(f for s in specs for f in s.fragments))
+    suites = tuple(dict.fromkeys(t for s in specs for t in s.suites))
+    if fragments and "kconfig.fragments" not in chosen:
+        changes["kconfig"] = dataclasses.replace(plan.kconfig, fragments=fragments)
+    if suites and "suites" not in chosen:
+        changes["suites"] = suites
+    if args.tree:
+        kernel = dataclasses.replace(plan.kernel, source="git", tree=str(args.tree.resolve()),
+                                     ref=args.ref or "HEAD")
+        changes["kernel"] = kernel
+    return dataclasses.replace(plan, **changes)
 
 
 if __name__ == "__main__":

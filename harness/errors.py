@@ -38,6 +38,11 @@ class SourceError(HarnessError):
     stage = "source"
 
 
+class SeriesError(HarnessError):
+    stage = "series"
+    default_exit = EXIT_BAD_INPUT
+
+
 class ConfigError(HarnessError):
     stage = "kconfig"
 

@@ -75,6 +75,11 @@ class Plan:
     suites: tuple[str, ...] = ("modules", "verbs-smoke")
     modules: tuple[str, ...] = ()
     test_timeout: int = 900     # seconds for one guest command inside a suite
+    # patch series applied in order on top of the kernel: names in patches/, a
+    # series directory, a directory of *.patch, an mbox, or a lore message-id
+    series: tuple[str, ...] = ()
+    # build after every patch: new warnings, checkpatch, .config changes, bisectability
+    per_patch: bool = False
     source_file: str = ""
 
     def to_dict(self) -> dict[str, Any]:

@@ -8,6 +8,7 @@ import datetime
 import secrets
 import shutil
 import signal
+import tempfile
 import time
 import traceback
 from dataclasses import asdict, dataclass
@@ -17,7 +18,7 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from . import build, detect, image, kconfig, source, suites
+from . import build, detect, image, kconfig, patchcheck, series, source, suites
 from .cache import Cache, digest
 from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, PlanError
 from .plan import Plan
@@ -132,6 +133,10 @@ def preflight(plan: Plan) -> None:
                         "trixie-rdma-systemd)")
     if plan.kernel.source == "git":
         source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree")
+    with tempfile.TemporaryDirectory(prefix="harness-series-") as tmp:
+        for ref in plan.series:     # message-ids are fetched in the series stage
+            if not series.is_message_id(ref):
+                series.load(ref, Path(tmp), Path(tmp) / "series.log")
 
 
 def _pipeline(ctx: RunContext, nodes: list[QemuNode]) -> None:
@@ -143,6 +148,12 @@ def _pipeline(ctx: RunContext, nodes: list[QemuNode]) -> None:
         tree = source.prepare(plan.kernel, cache, logs / "source.log")
         result.kernel.update(source=tree.origin, commit=tree.commit, version=tree.version)
     with objdir_for(tree, cache) as objdir:
+        if plan.series:
+            with stage(ctx, "series") as info:
+                tree = _series(ctx, tree, objdir)
+                info["note"] = f"{sum(len(s['patches']) for s in result.series)} patch(es)"
+        else:
+            series.checkout_base(tree, logs / "source.log")
         with stage(ctx, "kconfig") as info:
             report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / "kconfig.log")
             info["cached"] = report.cached
@@ -165,6 +176,47 @@ def _pipeline(ctx: RunContext, nodes: list[QemuNode]) -> None:
         _test(ctx, kb, nodes)
 
 
+def _series(ctx: RunContext, tree: source.SourceTree, objdir: Path) -> source.SourceTree:
+    """Apply the plan's series (and, with per_patch, build after every patch).
+    Returns the tree at the top of the series."""
+    plan, logs = ctx.plan, ctx.run_dir / "logs"
+    work = ctx.run_dir / "series"
+    work.mkdir(exist_ok=True)
+    specs = [series.load(ref, work, logs / "series.log") for ref in plan.series]
+    ctx.result.series = [{"name": s.name, "origin": s.origin, "base": s.base,
+                          "upstream": s.upstream, "patches": []} for s in specs]
+    checker = None
+    if plan.per_patch:
+        series.checkout_base(tree, logs / "series.log")
+        base_report = kconfig.configure(tree, objdir, plan.kconfig, ctx.cache,
+                                        logs / "kconfig.log")
+        kconfig.check(base_report)
+        base = build.build(tree, base_report, objdir, plan.build, ctx.cache,
+                           logs / "build.log")
+        ctx.console.print(f"  base {tree.commit[:12]}: building in {objdir} to learn its "
+                          "warnings")
+        checker = patchcheck.PatchChecker(plan, ctx.cache, objdir, base_report, logs,
+                                          on_patch=lambda r: _show_patch(ctx, r))
+        checker.baseline(tree, base.warnings)
+    applied = series.apply(tree, specs, logs / "series.log", after_each=checker)
+    reports = checker.finish() if checker else [
+        patchcheck.PatchReport(p.index, p.series, p.subject, p.author, p.commit,
+                               Path(p.file).name) for p in applied.patches]
+    for entry in ctx.result.series:
+        entry["patches"] = [r.to_dict() for r in reports if r.series == entry["name"]]
+    ctx.result.kernel.update(series_top=applied.tree.commit)
+    return applied.tree
+
+
+def _show_patch(ctx: RunContext, report: patchcheck.PatchReport) -> None:
+    state = "builds" if report.builds else "[bold red]DOES NOT BUILD[/]"
+    extra = [f"{len(report.new_warnings)} new warning(s)" if report.new_warnings else "",
+             f"{len(report.checkpatch)} checkpatch finding(s)" if report.checkpatch else "",
+             f"{len(report.config_changes)} .config change(s)" if report.config_changes else ""]
+    ctx.console.print(f"  patch {report.index} {escape(report.subject[:60])}: {state}"
+                      + "".join(f", {e}" for e in extra if e))
+
+
 @contextlib.contextmanager
 def objdir_for(tree: source.SourceTree, cache: Cache):
     """The tree's object directory (kept for incremental builds), locked: one
@@ -179,6 +231,11 @@ def kernel_for(plan: Plan, cache: Cache, logs: Path) -> build.KernelBuild:
     stages and cache as a run, without a run directory."""
     tree = source.prepare(plan.kernel, cache, logs / "source.log")
     with objdir_for(tree, cache) as objdir:
+        if plan.series:
+            specs = [series.load(ref, logs, logs / "series.log") for ref in plan.series]
+            tree = series.apply(tree, specs, logs / "series.log").tree
+        else:
+            series.checkout_base(tree, logs / "source.log")
         report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / "kconfig.log")
         kconfig.check(report)
         return build.build(tree, report, objdir, plan.build, cache, logs / "build.log")
@@ -260,7 +317,8 @@ def _verdict(result: RunResult) -> None:
     if result.error:
         result.verdict = "fail" if result.exit_code == EXIT_FAIL else "error"
         return
-    if failed or result.crashes:
+    unbuildable = [p for s in result.series for p in s["patches"] if p["builds"] is False]
+    if failed or result.crashes or unbuildable:
         result.verdict, result.exit_code = "fail", EXIT_FAIL
     else:
         result.verdict, result.exit_code = "pass", 0

@@ -83,7 +83,9 @@ def _from_debian(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
                 _import_debian(apt, offer, scratch, log)
             entry = cache.entry("source", key)
     tree = entry / "tree"
-    commit = git(["rev-parse", "HEAD"], tree).stdout.strip()
+    # the import is the root commit; HEAD may be the top of an earlier run's
+    # series (series.checkout_base puts it back, under the tree's build lock)
+    commit = git(["rev-list", "--max-parents=0", "HEAD"], tree).stdout.split()[-1]
     return SourceTree(tree, commit, kernel_version(tree),
                       f"debian {offer.package} {offer.version} ({offer.suite})")
 

@@ -41,6 +41,9 @@ class RunResult:
     crashes: list[dict[str, Any]] = field(default_factory=list)
     nodes: list[dict[str, Any]] = field(default_factory=list)
     kconfig: dict[str, Any] = field(default_factory=dict)
+    # [{name, origin, base, upstream, patches: [{index, subject, author, commit, applied,
+    #   builds, new_warnings, checkpatch, config_changes, breaks_bisection, ...}]}]
+    series: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -25,6 +25,7 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
         stages.add_row(s.name, f"[{_STYLE.get(s.status, '')}]{s.status}", f"{s.seconds:.1f}",
                        escape(note))
     console.print(stages)
+    _print_series(result, console)
     if result.tests:
         tests = Table(title="tests", show_edge=False)
         for column in ("suite", "test", "node", "status", "seconds", "metrics / message"):
@@ -47,3 +48,27 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
     style = _STYLE.get({"error": "error"}.get(result.verdict, result.verdict), "")
     console.print(f"verdict: [{style}]{result.verdict}[/] (exit {result.exit_code}); "
                   f"run directory: {escape(run_dir)}")
+
+
+def _print_series(result: RunResult, console: Console) -> None:
+    """One line per patch: builds, new warnings, checkpatch, .config changes."""
+    rows = [(s["name"], p) for s in result.series for p in s["patches"]]
+    if not rows:
+        return
+    table = Table(title="series", show_edge=False)
+    for column in ("#", "patch", "builds", "new warnings", "checkpatch", ".config", "note"):
+        table.add_column(column)
+    for name, p in rows:
+        builds = {True: "[green]yes", False: "[bold red]NO", None: "-"}[p["builds"]]
+        levels = [c.split(":", 1)[0] for c in p["checkpatch"]]
+        check = ", ".join(f"{levels.count(lv)} {lv.lower()}" for lv in ("ERROR", "WARNING",
+                                                                        "CHECK")
+                          if lv in levels) or ("clean" if p["builds"] is not None else "-")
+        if p["new_warnings"]:
+            warn = f"[bold red]{len(p['new_warnings'])}[/] {escape(p['new_warnings'][0][:70])}"
+        else:
+            warn = "0" if p["builds"] is not None else "-"
+        note = p["breaks_bisection"] or (p["errors"].splitlines()[0][:60] if p["errors"] else "")
+        table.add_row(str(p["index"]), escape(f"{name}: {p['subject']}"[:60]), builds, warn,
+                      escape(check), str(len(p["config_changes"])), escape(note))
+    console.print(table)

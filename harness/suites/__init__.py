@@ -14,6 +14,8 @@ SUITES_DIR = Path(__file__).resolve().parent
 SUITES = {
     "modules": "test_modules.py",
     "verbs-smoke": "test_verbs_smoke.py",
+    # the counters the demo-rxe-counters series adds (patches/demo-rxe-counters)
+    "rxe-counters": "test_rxe_counters.py",
 }
 
 DEFAULT_MODULES = ("rdma_rxe", "siw", "ib_uverbs", "rdma_ucm", "ionic_rdma",
