@@ -3,12 +3,14 @@ booted nodes, parametrization per node and per module, a dmesg marker before
 every test (blktests style), and one TestRecord per test case."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import shlex
 import types
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from .. import detect
 from ..guest import Session
 from ..results.model import TestRecord
 
@@ -50,6 +52,10 @@ def _message(report: pytest.TestReport) -> str:
     return crash or text[-2000:]
 
 
+def _marker(kind: str, item: pytest.Item) -> str:
+    return f"harness: {kind} {item.nodeid}"
+
+
 def fixtures(context: SuiteContext) -> types.ModuleType:
     """A plugin module holding the session fixtures `ctx` and `nodes`."""
     module = types.ModuleType("harness_suite_fixtures")
@@ -72,6 +78,8 @@ class HarnessPlugin:
         self.on_result = on_result        # called with each finished TestRecord
         self.suite_of = suite_of          # pytest file name -> suite name
         self._pending: dict[str, TestRecord] = {}
+        self._opened = False
+        self._splats: dict[str, list[str]] = {}     # test id -> "node: crash title"
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if "node" in metafunc.fixturenames:
@@ -80,8 +88,29 @@ class HarnessPlugin:
             metafunc.parametrize("module", self.context.modules, ids=list(self.context.modules))
 
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if not self._opened:       # later tests are opened by the previous teardown
+            self._opened = True
+            for node in self.context.nodes:
+                node.ssh.run(["sh", "-c", f"echo {shlex.quote(_marker('begin', item))} "
+                              "> /dev/kmsg"], timeout=30)
+
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem) -> None:
+        """One command per node: close this test's dmesg window, read it, open
+        the next test's (blktests style). A splat in the window fails the test."""
+        end, begin = _marker("end", item), _marker("begin", item)
+        script = f"echo {shlex.quote(end)} > /dev/kmsg; dmesg"
+        if nextitem is not None:
+            script += f"; echo {shlex.quote(_marker('begin', nextitem))} > /dev/kmsg"
+        found = []
         for node in self.context.nodes:
-            node.ssh.run(f"echo 'harness: begin {item.nodeid}' > /dev/kmsg", timeout=30)
+            try:
+                out = node.ssh.run(["sh", "-c", script], timeout=60).stdout
+            except Exception:      # a dead node: the runner reads its console
+                continue
+            window = out.rsplit(begin, 1)[-1].split(end, 1)[0] if begin in out else ""
+            found += [f"{node.name}: {c.title}" for c in detect.find_crashes(window)]
+        if found:
+            self._splats[item.nodeid] = found
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         status = _status(report)
@@ -99,6 +128,12 @@ class HarnessPlugin:
             metrics = {**previous.metrics, **metrics}
         else:
             message = _message(report)
+        splats = self._splats.get(key) if report.when == "teardown" else None
+        if splats and status in ("pass", "skip", "xfail"):
+            status = "fail"
+            message = "kernel splat during this test: " + "; ".join(splats)
+        elif splats:
+            message = f"{message}\nkernel splat during this test: " + "; ".join(splats)
         seconds = (previous.seconds if previous else 0.0) + report.duration
         file_name = Path(key.split("::", 1)[0]).name
         self._pending[key] = TestRecord(
