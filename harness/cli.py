@@ -127,6 +127,8 @@ def _series_plan(plan: "plan_mod.Plan", args: argparse.Namespace) -> "plan_mod.P
 
     chosen = {o.split("=", 1)[0].strip() for o in args.overrides}
     changes: dict = {"series": tuple(args.series), "per_patch": not args.no_per_patch}
+    if "name" not in chosen:
+        changes["name"] = "series-" + "+".join(Path(s).stem for s in args.series)[:60]
     with tempfile.TemporaryDirectory(prefix="harness-series-") as tmp:
         specs = [series.load(ref, Path(tmp), Path(tmp) / "log") for ref in args.series
                  if not series.is_message_id(ref)]

@@ -158,7 +158,9 @@ def _pipeline(ctx: RunContext, nodes: list[QemuNode]) -> None:
             report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / "kconfig.log")
             info["cached"] = report.cached
             shutil.copyfile(report.config, run_dir / "config")
-            result.kconfig = kconfig.summary(report)
+            result.kconfig = {**kconfig.summary(report),
+                              **{k: v for k, v in result.kconfig.items()
+                                 if k == "series_changes"}}
             kconfig.check(report)
         with stage(ctx, "build") as info:
             kb = build.build(tree, report, objdir, plan.build, cache, logs / "build.log")
@@ -204,6 +206,15 @@ def _series(ctx: RunContext, tree: source.SourceTree, objdir: Path) -> source.So
                                Path(p.file).name) for p in applied.patches]
     for entry in ctx.result.series:
         entry["patches"] = [r.to_dict() for r in reports if r.series == entry["name"]]
+    # the .config symbols the whole series changed (per-patch runs configure
+    # again after every patch that touches a Kconfig file)
+    changed: dict[str, dict] = {}
+    for report in reports:
+        for change in report.config_changes:
+            first = changed.setdefault(change["symbol"], dict(change))
+            first["new"] = change["new"]
+    ctx.result.kconfig["series_changes"] = [c for c in changed.values()
+                                            if c["old"] != c["new"]]
     ctx.result.kernel.update(series_top=applied.tree.commit)
     return applied.tree
 

@@ -38,7 +38,7 @@ def test_quickstart_passes(first_run):
     assert code == 0, results.get("error")
     assert results["verdict"] == "pass"
     assert [s["name"] for s in results["stages"]] == [
-        "source", "kconfig", "build", "image", "boot", "test"]
+        "source", "series", "kconfig", "build", "image", "boot", "test"]
     assert results["kernel"]["accel"] in ("kvm", "tcg")
     assert results["kernel"]["release"].startswith("7.2")
     assert results["crashes"] == []
@@ -56,6 +56,17 @@ def test_pingpong_passes_with_a_throughput_metric(first_run):
     assert rc[0]["metrics"]["latency_usec_per_iter"] > 0
     rping = [t for t in results["tests"] if t["name"] == "test_rping"]
     assert rping and rping[0]["status"] == "pass"
+
+
+def test_the_series_counters_count(first_run):
+    _, _, results = first_run
+    assert [p["subject"] for p in results["series"][0]["patches"]] == [
+        "RDMA/rxe: Count packets dropped for a bad ICRC",
+        "RDMA/rxe: Count acknowledge packets received"]
+    counters = [t for t in results["tests"] if t["suite"] == "rxe-counters"]
+    assert len(counters) == 3 and all(t["status"] == "pass" for t in counters), counters
+    grown = [t for t in counters if t["name"] == "test_rcvd_acks_grow_with_rc_traffic"]
+    assert grown[0]["metrics"]["rcvd_acks"] >= 100
 
 
 def test_every_module_loaded_and_unloaded_on_every_node(first_run):

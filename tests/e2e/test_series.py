@@ -1,0 +1,116 @@
+"""Patch series on the real 7.2 tree: per-patch builds that name the patch
+adding a warning, a runtime WARN reported by the suites on the top of the
+series, bisectability, apply errors and mbox input. The same .config as the
+quickstart keeps every build incremental in the shared object directory."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.plan import PROJECT_ROOT
+
+DATA = PROJECT_ROOT / "tests" / "data" / "series"
+HARNESS = [sys.executable, "-m", "harness"]
+# one node and one module cycle: enough to show the top boots, and fast
+SHORT = ["--set", "suites=[modules]", "--set", "modules=[rdma_rxe]", "--set", "vm.nodes=1"]
+
+
+def series_check(runs: Path, *args: str) -> tuple[int, dict, Path, str]:
+    proc = subprocess.run([*HARNESS, "series", "check", "--runs-dir", str(runs), *args],
+                          cwd=PROJECT_ROOT, timeout=4 * 3600, capture_output=True, text=True)
+    run_dirs = sorted(p for p in runs.iterdir() if p.is_dir())
+    results = json.loads((run_dirs[-1] / "results.json").read_text()) if run_dirs else {}
+    return proc.returncode, results, run_dirs[-1] if run_dirs else runs, proc.stdout
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory):
+    return series_check(tmp_path_factory.mktemp("runs"), "demo-broken")
+
+
+def test_demo_broken_names_the_patch_that_adds_the_warning(broken):
+    code, results, _, out = broken
+    (entry,) = results["series"]
+    patches = entry["patches"]
+    assert [p["index"] for p in patches] == [1, 2, 3]
+    assert all(p["builds"] for p in patches), patches
+    warned = [p["index"] for p in patches if p["new_warnings"]]
+    assert warned == [1], [(p["index"], p["new_warnings"]) for p in patches]
+    (warning,) = patches[0]["new_warnings"]
+    assert warning.startswith("drivers/infiniband/sw/rxe/rxe_verbs.c:")
+    assert "unused variable" in warning and "full" in warning
+    assert all(p["checkpatch"] == [] for p in patches), [p["checkpatch"] for p in patches]
+    assert all(p["breaks_bisection"] == "" for p in patches)
+    assert "series" in out and "unused variable" in out      # the per-patch table
+
+
+def test_demo_broken_runtime_warn_fails_the_suites_on_top(broken):
+    code, results, run_dir, _ = broken
+    assert code == 1 and results["verdict"] == "fail"
+    failed = [t for t in results["tests"] if t["status"] == "fail"]
+    assert failed, "the WARN in rxe_requester should fail the test that triggered it"
+    assert any("WARNING in rxe_requester" in t["message"] for t in failed), failed
+    assert any(c["title"] == "WARNING in rxe_requester" for c in results["crashes"])
+    assert [s["name"] for s in results["stages"]][:3] == ["source", "series", "kconfig"]
+    assert (run_dir / "logs" / "patches" / "0001-make.log").exists()
+
+
+def test_demo_rxe_counters_is_clean(tmp_path):
+    code, results, _, _ = series_check(tmp_path, "demo-rxe-counters", *SHORT)
+    assert code == 0, results.get("error")
+    patches = results["series"][0]["patches"]
+    assert [p["builds"] for p in patches] == [True, True]
+    assert all(p["new_warnings"] == [] and p["checkpatch"] == [] for p in patches), patches
+
+
+def test_build_break_repaired_later_breaks_bisection(tmp_path):
+    code, results, _, out = series_check(tmp_path, str(DATA / "bisect-break"), *SHORT)
+    patches = results["series"][0]["patches"]
+    assert [p["builds"] for p in patches] == [False, True]
+    assert "rxe_counters_ready" in patches[0]["errors"]
+    assert patches[0]["breaks_bisection"] == ("breaks bisection: patch 1 does not build, "
+                                              "patch 2 repairs it")
+    assert code == 1 and results["verdict"] == "fail"
+    assert "breaks bisection" in out
+
+
+def test_patch_that_does_not_apply_is_bad_input_and_leaves_the_base(tmp_path, kernel_tree):
+    code, results, _, out = series_check(tmp_path, str(DATA / "does-not-apply"), *SHORT)
+    assert code == 2
+    assert "0001-RDMA-rxe-Spell-out-packets" in results["error"]
+    assert "drivers/infiniband/sw/rxe/rxe_hw_counters.c" in results["error"]
+    assert "@@ -8,7 +8,7 @@" in results["error"]
+    status = subprocess.run(["git", "status", "--porcelain"], cwd=kernel_tree.path,
+                            capture_output=True, text=True).stdout
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=kernel_tree.path,
+                          capture_output=True, text=True).stdout.strip()
+    assert status == "" and head == kernel_tree.commit
+    assert not (kernel_tree.path / ".git" / "rebase-apply").exists()
+
+
+def test_mbox_gives_the_same_commits_as_the_series_directory(tmp_path):
+    """An mbox of demo-rxe-counters applies to the same commits (same top, so
+    the quickstart's cached kernel is reused: no build)."""
+    mbox = tmp_path / "counters.mbx"
+    mbox.write_bytes(b"".join(p.read_bytes() for p in
+                              sorted((PROJECT_ROOT / "patches/demo-rxe-counters").glob("*.patch"))))
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    code, results, _, _ = series_check(runs, str(mbox), "--no-per-patch", *SHORT)
+    assert code == 0, results.get("error")
+    subjects = [p["subject"] for p in results["series"][0]["patches"]]
+    assert subjects == ["RDMA/rxe: Count packets dropped for a bad ICRC",
+                        "RDMA/rxe: Count acknowledge packets received"]
+    direct = subprocess.run(
+        [*HARNESS, "series", "check", "--runs-dir", str(runs), "demo-rxe-counters",
+         "--no-per-patch", *SHORT], cwd=PROJECT_ROOT, capture_output=True, text=True,
+        timeout=4 * 3600)
+    assert direct.returncode == 0
+    latest = sorted(p for p in runs.iterdir() if p.is_dir())[-1]
+    again = json.loads((latest / "results.json").read_text())
+    assert again["kernel"]["series_top"] == results["kernel"]["series_top"]
+    assert [s for s in again["stages"] if s["name"] == "build"][0]["cached"]
