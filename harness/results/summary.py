@@ -31,7 +31,9 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
         for column in ("suite", "test", "node", "status", "seconds", "metrics / message"):
             tests.add_column(column)
         for t in result.tests:
-            detail = _metrics(t.metrics) or (t.message.splitlines()[0][:80] if t.message else "")
+            message = t.message.splitlines()[0][:80] if t.message else ""
+            detail = (message or _metrics(t.metrics)) if t.status in ("fail", "error") \
+                else (_metrics(t.metrics) or message)
             tests.add_row(escape(t.suite), escape(t.name), escape(t.node),
                           f"[{_STYLE.get(t.status, '')}]{t.status}", f"{t.seconds:.1f}",
                           escape(detail))
@@ -56,19 +58,28 @@ def _print_series(result: RunResult, console: Console) -> None:
     if not rows:
         return
     table = Table(title="series", show_edge=False)
-    for column in ("#", "patch", "builds", "new warnings", "checkpatch", ".config", "note"):
+    for column in ("#", "patch", "builds", "new warnings", "checkpatch", ".config"):
         table.add_column(column)
+    several = len(result.series) > 1
+    notes = []
     for name, p in rows:
         builds = {True: "[green]yes", False: "[bold red]NO", None: "-"}[p["builds"]]
         levels = [c.split(":", 1)[0] for c in p["checkpatch"]]
         check = ", ".join(f"{levels.count(lv)} {lv.lower()}" for lv in ("ERROR", "WARNING",
                                                                         "CHECK")
                           if lv in levels) or ("clean" if p["builds"] is not None else "-")
-        if p["new_warnings"]:
-            warn = f"[bold red]{len(p['new_warnings'])}[/] {escape(p['new_warnings'][0][:70])}"
-        else:
-            warn = "0" if p["builds"] is not None else "-"
-        note = p["breaks_bisection"] or (p["errors"].splitlines()[0][:60] if p["errors"] else "")
-        table.add_row(str(p["index"]), escape(f"{name}: {p['subject']}"[:60]), builds, warn,
-                      escape(check), str(len(p["config_changes"])), escape(note))
+        count = len(p["new_warnings"])
+        warn = f"[bold red]{count}" if count else ("0" if p["builds"] is not None else "-")
+        subject = f"{name}: {p['subject']}" if several else p["subject"]
+        table.add_row(str(p["index"]), escape(subject[:56]), builds, warn, escape(check),
+                      str(len(p["config_changes"])) if p["builds"] is not None else "-")
+        notes += [f"patch {p['index']} adds: {w}" for w in p["new_warnings"]]
+        notes += [f"patch {p['index']} checkpatch: {c}" for c in p["checkpatch"][:5]]
+        if p["breaks_bisection"]:
+            notes.append(f"patch {p['index']} {p['breaks_bisection']}")
+        if p["errors"]:
+            notes.append(f"patch {p['index']} does not build: "
+                         + p["errors"].strip().splitlines()[0][:150])
     console.print(table)
+    for note in notes:
+        console.print(escape(note), soft_wrap=True)
