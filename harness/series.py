@@ -15,6 +15,7 @@ import email
 import email.policy
 import re
 import shutil
+import sys
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -173,7 +174,9 @@ def _split_mbox(path: Path, workdir: Path, log: Path) -> list[PatchFile]:
 
 
 def _from_b4(msgid: str, workdir: Path, log: Path) -> SeriesSpec:
-    b4 = shutil.which("b4")
+    # installed with the harness (next to its python), else from PATH
+    beside = Path(sys.executable).parent / "b4"
+    b4 = str(beside) if beside.exists() else shutil.which("b4")
     if b4 is None:
         raise SeriesError(f"series {msgid}: fetching a message-id needs b4 "
                           "(pip install b4)", 2)

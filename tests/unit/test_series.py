@@ -167,3 +167,14 @@ def test_warning_paths_are_made_tree_relative(tmp_path):
     assert patchcheck.warnings_in(text, tmp_path) == [
         ("drivers/infiniband/x.c", "3:7", "unused [-Wunused]"),
         ("drivers/infiniband/x.c", "4", "other")]
+
+
+def test_message_id_without_network_is_a_clear_error_not_a_hang(tmp_path):
+    """b4 cannot reach lore here (no network, or no such message): exit 2 with
+    what to do instead, within the b4 timeout."""
+    ref = "harness-test-no-such-message@example.invalid"
+    assert series.is_message_id(ref)
+    with pytest.raises(SeriesError) as info:
+        series.load(ref, tmp_path, tmp_path / "log")
+    assert info.value.exit_code == 2
+    assert "b4" in str(info.value) and "pass the .mbx file" in str(info.value)
