@@ -35,6 +35,12 @@ def _parser() -> argparse.ArgumentParser:
                      help="cache directory (default: $HARNESS_CACHE or "
                           "$XDG_CACHE_HOME/harness)")
     sub.add_parser("doctor", help="check this host: QEMU, KVM, mmdebstrap, compiler, disk")
+    _add_series(sub)
+    _add_config(sub)
+    return parser
+
+
+def _add_series(sub) -> None:
     series = sub.add_parser("series", help="patch series: apply, check every patch, then "
                                            "boot and test the top")
     ssub = series.add_subparsers(dest="series_command", required=True)
@@ -60,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     scheck.add_argument("--runs-dir", type=Path, default=Path("runs"),
                         help="where run directories go (default: ./runs)")
     scheck.add_argument("--cache-dir", type=Path, default=None, help="cache directory")
+
+
+def _add_config(sub) -> None:
     config = sub.add_parser("config", help="Kconfig: check fragments against a tree, diff "
                                            "two .config files")
     csub = config.add_subparsers(dest="config_command", required=True)
@@ -86,7 +95,6 @@ def _parser() -> argparse.ArgumentParser:
     diff.add_argument("old", type=Path)
     diff.add_argument("new", type=Path)
     diff.add_argument("--json", action="store_true", help="print JSON")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,8 @@ from pathlib import Path
 from . import proc
 from .cache import Cache, digest, file_digest
 from .errors import ConfigError
-from .kconfig_explain import Explanation, KconfigTool, explain_missing
+from .kconfig_explain import Explanation, explain_missing
+from .kconfig_tool import KconfigTool
 from .plan import PROJECT_ROOT, KconfigSpec
 from .source import SourceTree
 
