@@ -33,6 +33,7 @@ class PatchReport:
     author: str
     commit: str
     file: str
+    files: list[str] = field(default_factory=list)   # paths the commit changes
     applied: bool = True
     builds: bool | None = None            # None: not built (per_patch off)
     build_seconds: float = 0.0
@@ -140,7 +141,7 @@ class PatchChecker:
 
     def __call__(self, patch: AppliedPatch, tree: SourceTree) -> None:
         report = PatchReport(patch.index, patch.series, patch.subject, patch.author,
-                             patch.commit, Path(patch.file).name)
+                             patch.commit, Path(patch.file).name, list(patch.files))
         stem = f"{patch.index:04d}"
         report.checkpatch = checkpatch(tree.path, Path(patch.file),
                                        self.logs / f"{stem}-checkpatch.log")

@@ -18,7 +18,7 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from . import build, detect, image, kconfig, patchcheck, series, source, suites
+from . import blame, build, detect, image, kconfig, patchcheck, series, source, suites
 from .cache import Cache, digest
 from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, PlanError
 from .plan import Plan
@@ -44,6 +44,8 @@ class RunContext:
     console: Console
     result: RunResult
     interrupted: str = ""
+    tree: source.SourceTree | None = None      # at the top of the series, for blame
+    modules_order: str = ""                    # the build's modules.order, for blame
 
 
 def new_run_dir(runs_dir: Path, plan: Plan) -> tuple[str, Path]:
@@ -164,6 +166,9 @@ def _pipeline(ctx: RunContext, nodes: list[QemuNode]) -> None:
             kconfig.check(report)
         with stage(ctx, "build") as info:
             kb = build.build(tree, report, objdir, plan.build, cache, logs / "build.log")
+            ctx.tree = tree
+            order = objdir / "modules.order"
+            ctx.modules_order = order.read_text() if order.exists() else ""
             info["cached"], info["note"] = kb.cached, f"{len(kb.warnings)} warnings"
             result.kernel.update(release=kb.release, build_key=kb.key,
                                  warnings=list(kb.warnings))
@@ -203,7 +208,7 @@ def _series(ctx: RunContext, tree: source.SourceTree, objdir: Path) -> source.So
     applied = series.apply(tree, specs, logs / "series.log", after_each=checker)
     reports = checker.finish() if checker else [
         patchcheck.PatchReport(p.index, p.series, p.subject, p.author, p.commit,
-                               Path(p.file).name) for p in applied.patches]
+                               Path(p.file).name, list(p.files)) for p in applied.patches]
     for entry in ctx.result.series:
         entry["patches"] = [r.to_dict() for r in reports if r.series == entry["name"]]
     # the .config symbols the whole series changed (per-patch runs configure
@@ -311,13 +316,42 @@ def _finish(ctx: RunContext, nodes: list[QemuNode]) -> None:
                 dmesg = node.session.run(["dmesg"], timeout=60)
                 (node.dir / "dmesg.txt").write_text(dmesg.stdout)
         node.stop()
-        for crash in detect.find_crashes(node.console_text(), node=node.name):
-            result.crashes.append(asdict(crash))
+        text = node.console_text()
+        for crash in detect.find_crashes(text, node=node.name):
+            result.crashes.append(_crash_record(ctx, crash, text))
     _verdict(result)
     result.finished = datetime.datetime.now().isoformat(timespec="seconds")
     write_json(result, ctx.run_dir / "results.json")
     write_junit(result, ctx.run_dir / "junit.xml")
     print_summary(result, ctx.console, str(ctx.run_dir))
+
+
+def _crash_record(ctx: RunContext, crash: detect.Crash, console: str) -> dict:
+    """The crash with the test that was running (from the markers the suites
+    write to /dev/kmsg, which reach the console) and the suspected patch."""
+    record = asdict(crash)
+    record["test"] = _test_at(console, crash.line)
+    record["stage"] = "test" if record["test"] else "boot"
+    patches = [blame.Patch(p["index"], p["commit"], p["subject"], tuple(p.get("files", ())))
+               for s in ctx.result.series for p in s["patches"]]
+    suspect = None
+    if patches and ctx.tree is not None:
+        with contextlib.suppress(HarnessError):
+            suspect = blame.suspect(record, patches, ctx.tree.path, ctx.modules_order)
+    record["suspected_patch"] = suspect.to_dict() if suspect else None
+    return record
+
+
+def _test_at(console: str, line: int) -> str:
+    """The test whose begin marker precedes console line `line` (1-based) with
+    no end marker in between."""
+    current = ""
+    for text in console.splitlines()[:line]:
+        if "harness: begin " in text:
+            current = text.split("harness: begin ", 1)[1].strip()
+        elif "harness: end " in text:
+            current = ""
+    return current
 
 
 def _verdict(result: RunResult) -> None:

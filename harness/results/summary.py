@@ -39,7 +39,12 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
                           escape(detail))
         console.print(tests)
     for crash in result.crashes:
-        console.print(f"[bold red]crash[/] {escape(crash['node'])}: {escape(crash['title'])}")
+        where = f" during {crash['test']}" if crash.get("test") else ""
+        console.print(f"[bold red]crash[/] {escape(crash['node'])}: {escape(crash['title'])}"
+                      f"{escape(where)}", soft_wrap=True)
+        suspect = crash.get("suspected_patch")
+        if suspect:
+            console.print(f"  suspected: {escape(suspect['evidence'])}", soft_wrap=True)
     counts = {s: sum(1 for t in result.tests if t.status == s) for s in _STYLE}
     kernel = result.kernel
     console.print(

@@ -54,7 +54,13 @@ def test_demo_broken_runtime_warn_fails_the_suites_on_top(broken):
     failed = [t for t in results["tests"] if t["status"] == "fail"]
     assert failed, "the WARN in rxe_requester should fail the test that triggered it"
     assert any("WARNING in rxe_requester" in t["message"] for t in failed), failed
-    assert any(c["title"] == "WARNING in rxe_requester" for c in results["crashes"])
+    warns = [c for c in results["crashes"] if c["title"] == "WARNING in rxe_requester"]
+    assert warns, results["crashes"]
+    for crash in warns:      # blamed on patch 3 by git blame of the WARN's file:line
+        assert crash["suspected_patch"]["patch"] == 3, crash["suspected_patch"]
+        assert crash["suspected_patch"]["how"] == "blame"
+        assert crash["test"].endswith("test_pingpong[ibv_rc_pingpong]")
+        assert crash["stage"] == "test"
     assert [s["name"] for s in results["stages"]][:3] == ["source", "series", "kconfig"]
     assert (run_dir / "logs" / "patches" / "0001-make.log").exists()
 
