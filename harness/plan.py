@@ -64,6 +64,13 @@ class VmSpec:
 
 
 @dataclass(frozen=True)
+class Waiver:
+    # a crash title or signature, exactly, or a prefix ending in "*"
+    match: str
+    reason: str = ""            # required: why this crash does not fail the run
+
+
+@dataclass(frozen=True)
 class Plan:
     name: str = "unnamed"
     description: str = ""
@@ -80,6 +87,8 @@ class Plan:
     series: tuple[str, ...] = ()
     # build after every patch: new warnings, checkpatch, .config changes, bisectability
     per_patch: bool = False
+    # known crashes that do not fail the run (each shown in the report with its reason)
+    waivers: tuple[Waiver, ...] = ()
     source_file: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -189,6 +198,18 @@ def load(path: str | Path | None, overrides: list[str] = ()) -> Plan:
     return dataclasses.replace(plan, source_file=str(path))
 
 
+def waiver_for(plan: Plan, title: str, signature: str = "") -> Waiver | None:
+    """The plan's waiver matching a crash, if any."""
+    for waiver in plan.waivers:
+        pattern = waiver.match
+        if pattern.endswith("*") and (title.startswith(pattern[:-1])
+                                      or signature.startswith(pattern[:-1])):
+            return waiver
+        if pattern in (title, signature):
+            return waiver
+    return None
+
+
 def _check(plan: Plan, src: str) -> None:
     if plan.kernel.source == "git" and not plan.kernel.tree:
         raise PlanError(f"{src}: kernel.source is git but kernel.tree is not set "
@@ -196,6 +217,10 @@ def _check(plan: Plan, src: str) -> None:
     if plan.vm.nodes < 1 or plan.vm.nodes > 2:
         raise PlanError(f"{src}: vm.nodes: 1 or 2 nodes are supported (the shared "
                         f"L2 is a point-to-point link), got {plan.vm.nodes}")
+    for index, waiver in enumerate(plan.waivers):
+        if not waiver.reason.strip():
+            raise PlanError(f"{src}: waivers[{index}] ({waiver.match!r}): say why in "
+                            "`reason`; a waiver without a reason hides a bug")
     for key in ("memory_mb", "cpus", "boot_timeout", "kvm_probe_timeout"):
         if getattr(plan.vm, key) <= 0:
             raise PlanError(f"{src}: vm.{key}: must be positive")

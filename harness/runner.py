@@ -21,7 +21,7 @@ from rich.markup import escape
 from . import blame, build, detect, image, kconfig, patchcheck, series, source, suites
 from .cache import Cache, digest
 from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, PlanError
-from .plan import Plan
+from .plan import Plan, waiver_for
 from .results.model import RunResult, StageRecord
 from .results.summary import print_summary
 from .results.writers import write_json, write_junit
@@ -294,6 +294,7 @@ def _test(ctx: RunContext, kb, nodes: list[QemuNode]) -> None:
     sctx = SuiteContext(
         nodes=[SuiteNode(n.name, n.session, n.spec.l2_ip, n.spec.l2_nic) for n in nodes],
         kernel_release=kb.release, modules=plan.modules or suites.DEFAULT_MODULES,
+        waived=lambda c: waiver_for(plan, c.title, c.signature),
         command_timeout=plan.test_timeout)
 
     def show(record) -> None:
@@ -339,6 +340,8 @@ def _crash_record(ctx: RunContext, crash: detect.Crash, console: str) -> dict:
         with contextlib.suppress(HarnessError):
             suspect = blame.suspect(record, patches, ctx.tree.path, ctx.modules_order)
     record["suspected_patch"] = suspect.to_dict() if suspect else None
+    waiver = waiver_for(ctx.plan, crash.title, crash.signature)
+    record["waived"] = waiver.reason if waiver else ""
     return record
 
 
@@ -356,14 +359,16 @@ def _test_at(console: str, line: int) -> str:
 
 def _verdict(result: RunResult) -> None:
     failed = [t for t in result.tests if t.status in ("fail", "error")]
-    if result.error and result.exit_code == EXIT_INFRA and result.crashes:
+    if result.error and result.exit_code == EXIT_INFRA and \
+            [c for c in result.crashes if not c.get("waived")]:
         # the harness could not go on, but the console shows why: the kernel
         result.exit_code = EXIT_FAIL
     if result.error:
         result.verdict = "fail" if result.exit_code == EXIT_FAIL else "error"
         return
     unbuildable = [p for s in result.series for p in s["patches"] if p["builds"] is False]
-    if failed or result.crashes or unbuildable:
+    crashes = [c for c in result.crashes if not c.get("waived")]
+    if failed or crashes or unbuildable:
         result.verdict, result.exit_code = "fail", EXIT_FAIL
     else:
         result.verdict, result.exit_code = "pass", 0

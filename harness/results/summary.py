@@ -40,7 +40,9 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
         console.print(tests)
     for crash in result.crashes:
         where = f" during {crash['test']}" if crash.get("test") else ""
-        console.print(f"[bold red]crash[/] {escape(crash['node'])}: {escape(crash['title'])}"
+        label = (f"[yellow]waived crash[/] ({escape(crash['waived'])})"
+                 if crash.get("waived") else "[bold red]crash[/]")
+        console.print(f"{label} {escape(crash['node'])}: {escape(crash['title'])}"
                       f"{escape(where)}", soft_wrap=True)
         suspect = crash.get("suspected_patch")
         if suspect:

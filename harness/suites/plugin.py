@@ -7,6 +7,7 @@ import shlex
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -30,6 +31,8 @@ class SuiteContext:
     modules: tuple[str, ...]
     command_timeout: float
     records: list[TestRecord] = field(default_factory=list)
+    # crash -> the plan's waiver for it (or None): waived splats do not fail a test
+    waived: Callable[[Any], Any] = lambda crash: None
 
 
 def _status(report: pytest.TestReport) -> str:
@@ -108,7 +111,8 @@ class HarnessPlugin:
             except Exception:      # a dead node: the runner reads its console
                 continue
             window = out.rsplit(begin, 1)[-1].split(end, 1)[0] if begin in out else ""
-            found += [f"{node.name}: {c.title}" for c in detect.find_crashes(window)]
+            found += [f"{node.name}: {c.title}" for c in detect.find_crashes(window)
+                      if not self.context.waived(c)]
         if found:
             self._splats[item.nodeid] = found
 

@@ -72,3 +72,19 @@ def test_wrong_type_in_file_names_the_key_path(tmp_path):
     path = write(tmp_path, "kconfig:\n  fragments: {a: 1}\n")
     with pytest.raises(PlanError, match=r"kconfig.fragments: expected a list"):
         plan_mod.load(path)
+
+
+def test_waivers_need_a_reason_and_match_title_signature_or_prefix(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("name: p\nwaivers:\n  - match: WARNING in rxe_requester\n"
+                    "    reason: demo-broken patch 3, on purpose\n"
+                    "  - match: 'KASAN: slab-use-after-free*'\n    reason: known, bug 123\n")
+    plan = plan_mod.load(path)
+    assert plan_mod.waiver_for(plan, "WARNING in rxe_requester").reason.startswith("demo")
+    assert plan_mod.waiver_for(plan, "KASAN: slab-use-after-free Read in x") is not None
+    assert plan_mod.waiver_for(plan, "x", "warning|rxe_completer|do_task") is None
+    assert plan_mod.waiver_for(plan, "WARNING in rxe_completer") is None
+    path.write_text("name: p\nwaivers:\n  - match: WARNING in rxe_requester\n")
+    with pytest.raises(PlanError) as info:
+        plan_mod.load(path)
+    assert "waivers[0]" in str(info.value) and "reason" in str(info.value)
