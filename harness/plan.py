@@ -81,6 +81,7 @@ class Plan:
     vm: VmSpec = field(default_factory=VmSpec)
     suites: tuple[str, ...] = ("modules", "verbs-smoke")
     modules: tuple[str, ...] = ()
+    modules_cycles: int = 3     # load/unload cycles per module in the modules suite
     test_timeout: int = 900     # seconds for one guest command inside a suite
     # patch series applied in order on top of the kernel: names in patches/, a
     # series directory, a directory of *.patch, an mbox, or a lore message-id
@@ -217,6 +218,8 @@ def _check(plan: Plan, src: str) -> None:
     if plan.vm.nodes < 1 or plan.vm.nodes > 2:
         raise PlanError(f"{src}: vm.nodes: 1 or 2 nodes are supported (the shared "
                         f"L2 is a point-to-point link), got {plan.vm.nodes}")
+    if plan.modules_cycles < 1:
+        raise PlanError(f"{src}: modules_cycles: must be at least 1")
     for index, waiver in enumerate(plan.waivers):
         if not waiver.reason.strip():
             raise PlanError(f"{src}: waivers[{index}] ({waiver.match!r}): say why in "

@@ -295,6 +295,7 @@ def _test(ctx: RunContext, kb, nodes: list[QemuNode]) -> None:
         nodes=[SuiteNode(n.name, n.session, n.spec.l2_ip, n.spec.l2_nic) for n in nodes],
         kernel_release=kb.release, modules=plan.modules or suites.DEFAULT_MODULES,
         waived=lambda c: waiver_for(plan, c.title, c.signature),
+        module_cycles=plan.modules_cycles,
         command_timeout=plan.test_timeout)
 
     def show(record) -> None:

@@ -30,6 +30,7 @@ class SuiteContext:
     kernel_release: str
     modules: tuple[str, ...]
     command_timeout: float
+    module_cycles: int = 3
     records: list[TestRecord] = field(default_factory=list)
     # crash -> the plan's waiver for it (or None): waived splats do not fail a test
     waived: Callable[[Any], Any] = lambda crash: None
