@@ -20,7 +20,7 @@ from rich.markup import escape
 
 from . import blame, build, detect, image, kconfig, patchcheck, series, source, suites
 from .cache import Cache, digest
-from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, PlanError
+from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, PlanError, SuiteError
 from .plan import Plan, waiver_for
 from .results.model import RunResult, StageRecord
 from .results.summary import print_summary
@@ -298,14 +298,25 @@ def _test(ctx: RunContext, kb, nodes: list[QemuNode]) -> None:
         module_cycles=plan.modules_cycles,
         command_timeout=plan.test_timeout)
 
+    # suites.run sends sys.stdout to pytest.log: keep progress on the real terminal
+    progress = Console(file=ctx.console.file, highlight=False,
+                       force_terminal=ctx.console.is_terminal, width=ctx.console.width)
+
     def show(record) -> None:
-        ctx.console.print(escape(f"  {record.status:5} {record.suite} {record.name} "
-                                 f"({record.seconds:.1f} s)"))
+        progress.print(escape(f"  {record.status:5} {record.suite} {record.name} "
+                              f"({record.seconds:.1f} s)"))
 
     ctx.result.tests = list(suites.run(plan.suites, sctx, ctx.run_dir / "logs" / "pytest.log",
                                        on_result=show))
     if ctx.interrupted:      # pytest swallowed the KeyboardInterrupt and returned
         raise Interrupted(ctx.interrupted)
+    dead = [n for n in nodes if not n.alive()]
+    if dead:
+        # the results so far are kept; whether the kernel is to blame is decided
+        # from the console in _verdict (a crash there makes it exit 1)
+        raise SuiteError("; ".join(
+            f"{n.name}: QEMU exited (code {n.popen.returncode}) during the tests"
+            for n in dead) + "; results of the tests that ran are kept", EXIT_INFRA)
     if not ctx.result.tests:
         raise HarnessError("the suites ran no test; see logs/pytest.log", EXIT_INFRA)
 
@@ -360,10 +371,12 @@ def _test_at(console: str, line: int) -> str:
 
 def _verdict(result: RunResult) -> None:
     failed = [t for t in result.tests if t.status in ("fail", "error")]
-    if result.error and result.exit_code == EXIT_INFRA and \
-            [c for c in result.crashes if not c.get("waived")]:
+    crashed = [c for c in result.crashes if not c.get("waived")]
+    if result.error and result.exit_code == EXIT_INFRA and crashed:
         # the harness could not go on, but the console shows why: the kernel
         result.exit_code = EXIT_FAIL
+        result.error = (f"kernel crashed on {crashed[0]['node']}: {crashed[0]['title']} "
+                        f"({result.error.splitlines()[0]})")
     if result.error:
         result.verdict = "fail" if result.exit_code == EXIT_FAIL else "error"
         return
