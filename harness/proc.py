@@ -117,25 +117,33 @@ def _die_with_parent() -> None:
         pass
 
 
-def spawn(argv: Sequence[str | os.PathLike], *, log: Path,
-          cwd: str | os.PathLike | None = None,
-          env: Mapping[str, str] | None = None) -> subprocess.Popen:
-    """Start a long-running program (QEMU) in its own process group, output to
-    `log`. The caller owns it and must end it with kill_group()."""
+def _start(argv: Sequence[str | os.PathLike], log: Path, cwd, env,
+           piped: bool) -> subprocess.Popen:
+    """Popen in its own process group, dying with the harness, the command line
+    logged first. piped: text stdin/stdout pipes, stderr to the log; else all
+    output to the log and no stdin."""
     args = [str(a) for a in argv]
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as logf:
         logf.write(("$ " + " ".join(args) + "\n").encode())
         logf.flush()
+        streams = (dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logf, text=True)
+                   if piped else
+                   dict(stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT))
         try:
-            return subprocess.Popen(args, cwd=cwd, env=_env(env), stdout=logf,
-                                    stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL,
-                                    start_new_session=True,
-                                    preexec_fn=_die_with_parent)
+            return subprocess.Popen(args, cwd=cwd, env=_env(env), start_new_session=True,
+                                    preexec_fn=_die_with_parent, **streams)
         except FileNotFoundError as exc:
             raise ProcError(f"{args[0]}: program not found (run `harness doctor`)",
                             3) from exc
+
+
+def spawn(argv: Sequence[str | os.PathLike], *, log: Path,
+          cwd: str | os.PathLike | None = None,
+          env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    """Start a long-running program (QEMU) in its own process group, output to
+    `log`. The caller owns it and must end it with kill_group()."""
+    return _start(argv, log, cwd, env, piped=False)
 
 
 def spawn_pipe(argv: Sequence[str | os.PathLike], *, log: Path,
@@ -143,15 +151,4 @@ def spawn_pipe(argv: Sequence[str | os.PathLike], *, log: Path,
                env: Mapping[str, str] | None = None) -> subprocess.Popen:
     """Start a helper that answers line-based requests: stdin and stdout are
     text pipes, stderr goes to `log`. The caller owns it (kill_group())."""
-    args = [str(a) for a in argv]
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "ab") as logf:
-        logf.write(("$ " + " ".join(args) + "\n").encode())
-        logf.flush()
-        try:
-            return subprocess.Popen(args, cwd=cwd, env=_env(env), stdout=subprocess.PIPE,
-                                    stdin=subprocess.PIPE, stderr=logf, text=True,
-                                    start_new_session=True, preexec_fn=_die_with_parent)
-        except FileNotFoundError as exc:
-            raise ProcError(f"{args[0]}: program not found (run `harness doctor`)",
-                            3) from exc
+    return _start(argv, log, cwd, env, piped=True)
