@@ -25,15 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a plan end to end (default plans/quickstart.yaml)")
     run.add_argument("plan", nargs="?", help="plan YAML file")
-    run.add_argument("--set", dest="overrides", action="append", default=[],
-                     metavar="KEY=VALUE",
-                     help="override a plan key, dotted (e.g. kernel.tree=/src/linux, "
-                          "vm.accel=tcg, suites=[modules]); repeatable")
-    run.add_argument("--runs-dir", type=Path, default=Path("runs"),
-                     help="where run directories go (default: ./runs)")
-    run.add_argument("--cache-dir", type=Path, default=None,
-                     help="cache directory (default: $HARNESS_CACHE or "
-                          "$XDG_CACHE_HOME/harness)")
+    _add_run_options(run)
     sub.add_parser("doctor", help="check this host: QEMU, KVM, mmdebstrap, compiler, disk")
     _add_series(sub)
     _add_config(sub)
@@ -59,13 +51,22 @@ def _add_series(sub) -> None:
     scheck.add_argument("--ref", default=None, help="the base commit in --tree (default HEAD)")
     scheck.add_argument("--plan", default=None,
                         help="plan YAML for everything else (default plans/quickstart.yaml)")
-    scheck.add_argument("--set", dest="overrides", action="append", default=[],
-                        metavar="KEY=VALUE", help="override a plan key, as in `harness run`")
     scheck.add_argument("--no-per-patch", action="store_true",
                         help="apply and test the top only (no build after every patch)")
-    scheck.add_argument("--runs-dir", type=Path, default=Path("runs"),
+    _add_run_options(scheck)
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    """--set, --runs-dir, --cache-dir: everything that starts a run takes them."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="override a plan key, dotted (e.g. kernel.tree=/src/linux, "
+                             "vm.accel=tcg, suites=[modules]); repeatable")
+    parser.add_argument("--runs-dir", type=Path, default=Path("runs"),
                         help="where run directories go (default: ./runs)")
-    scheck.add_argument("--cache-dir", type=Path, default=None, help="cache directory")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="cache directory (default: $HARNESS_CACHE or "
+                             "$XDG_CACHE_HOME/harness)")
 
 
 def _add_config(sub) -> None:
