@@ -288,17 +288,18 @@ def summary(report: ConfigReport) -> dict:
         "requested": [{"symbol": r.symbol, "want": r.want, "got": got[r.symbol],
                        "fragment": r.where, "why": r.why} for r in report.requested],
         "unknown": [{"symbol": r.symbol, "fragment": r.where} for r in report.unknown],
-        "missing": [{"symbol": r.symbol, "want": r.want, "got": g, "fragment": r.where,
-                     "why": by_symbol[r.symbol].why if r.symbol in by_symbol else "",
-                     "fix": list(by_symbol[r.symbol].fix) if r.symbol in by_symbol else [],
-                     "roots": list(by_symbol[r.symbol].roots) if r.symbol in by_symbol else [],
-                     "select_only": by_symbol[r.symbol].select_only
-                     if r.symbol in by_symbol else False,
-                     "verified": by_symbol[r.symbol].verified
-                     if r.symbol in by_symbol else False}
+        "missing": [_missing_entry(r, g, by_symbol.get(r.symbol))
                     for r, g in report.missing if r not in report.unknown],
         "fix": fix_lines(report),
     }
+
+
+def _missing_entry(request: Request, got: str, exp: Explanation | None) -> dict:
+    return {"symbol": request.symbol, "want": request.want, "got": got,
+            "fragment": request.where, "why": exp.why if exp else "",
+            "fix": list(exp.fix) if exp else [], "roots": list(exp.roots) if exp else [],
+            "select_only": exp.select_only if exp else False,
+            "verified": exp.verified if exp else False}
 
 
 def check_tree(tree: Path, base: str, fragment_names: list[str], cache: Cache,

@@ -27,7 +27,7 @@ class Explanation:
     fragment: str                  # "file:line" of the request
     why: str                       # human text, several lines
     fix: tuple[str, ...]           # fragment lines that make every request stick
-    roots: tuple[str, ...]         # the deepest symbols on the unmet paths
+    roots: tuple[str, ...]         # the symbols the (minimal) fix sets for this one
     select_only: bool = False
     selectors: tuple[str, ...] = ()
     verified: bool = False         # the tree's Kconfig keeps every request with the fix
@@ -60,12 +60,11 @@ def _tri(e) -> int:
 @dataclass
 class _State:
     fix: dict[str, str] = field(default_factory=dict)     # symbol -> value, in order
-    roots: list[str] = field(default_factory=list)
     seen: set[str] = field(default_factory=set)
     complete: bool = True                                  # every path has a fix
 
     def copy(self) -> "_State":
-        return _State(dict(self.fix), list(self.roots), set(self.seen), self.complete)
+        return _State(dict(self.fix), set(self.seen), self.complete)
 
 
 class Explainer:
@@ -173,7 +172,7 @@ class Explainer:
                             "fragments"]
         options.sort(key=lambda o: o[0])
         _, selector, trial, trial_lines = options[0]
-        state.fix, state.roots, state.seen = trial.fix, trial.roots, trial.seen
+        state.fix, state.seen = trial.fix, trial.seen
         more = " (the one needing the fewest other options)" if len(options) > 1 else ""
         return lines + [f"{pad}  through {selector}{more}:"] + trial_lines
 
@@ -264,8 +263,6 @@ class Explainer:
         sub = self._need(name, want, state, depth + 1)
         mark = _mark(name) if settable else ""
         if not sub:
-            if settable:
-                state.roots.append(name)
             return [f"{pad}{name} [={value}] must be {want} (it can be: its own "
                     f"dependencies are met){mark}"]
         return [f"{pad}{name} [={value}] must be {want}{mark}, and:"] + sub
@@ -285,7 +282,6 @@ class Explainer:
                     + (f"it is selected by {render(record['selected_by'])}" if selected
                        else "it has no prompt") + ": no fragment line can lower it"]
         state.fix[name] = limit
-        state.roots.append(name)
         return [f"{pad}{name} [={value}] must be at most {limit}{_mark(name)}"]
 
     def _choose(self, alternatives: list, state: _State, depth: int) -> list[str]:
@@ -297,8 +293,7 @@ class Explainer:
             trials.append((not trial.complete, len(trial.fix), trial, trial_lines))
         best = min(range(len(trials)), key=lambda i: trials[i][:2])
         _, _, trial, trial_lines = trials[best]
-        state.fix, state.roots, state.seen, state.complete = (
-            trial.fix, trial.roots, trial.seen, trial.complete)
+        state.fix, state.seen, state.complete = trial.fix, trial.seen, trial.complete
         return [f"{pad}one of {len(alternatives)} alternatives is needed; the one needing "
                 "the fewest other options:"] + trial_lines
 
@@ -323,7 +318,6 @@ class Explainer:
             return [f"{name} is bool: it cannot be m; request CONFIG_{name}=y"]
         if self.db.value("MODULES") != "y":
             state.fix["MODULES"] = "y"
-            state.roots.append("MODULES")
             return [f"{name}: without MODULES=y every m becomes y{_mark('MODULES')}"]
         if record["selected_by"] and _tri(record["selected_by"]) == 2:
             active = [s for s, _ in self.db.selectors(name) if self.db.value(s) == "y"]
@@ -451,7 +445,6 @@ def _merge(a: _State, b: _State) -> _State:
     merged = a.copy()
     for symbol, value in b.fix.items():
         merged.fix.setdefault(symbol, value)
-    merged.roots += [r for r in b.roots if r not in merged.roots]
     merged.complete = a.complete and b.complete
     return merged
 

@@ -50,10 +50,7 @@ class PatchReport:
 def normalise_path(path: str, tree: Path) -> str:
     """Warnings name files relative to the object directory ("../tree/x.c"),
     or absolute: make them tree-relative."""
-    text = path
-    for prefix in (str(tree) + "/",):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
+    text = path.removeprefix(str(tree) + "/")
     while text.startswith("../"):
         text = text[3:]
     if not (tree / text).exists():
@@ -130,8 +127,8 @@ class PatchChecker:
     def baseline(self, tree: SourceTree, known_warnings: tuple[str, ...]) -> None:
         """Build the base in the object directory (incremental: it may hold an
         earlier series) and learn its warnings."""
-        self.ledger.add([_split_known(w, tree.path) for w in known_warnings
-                         if _split_known(w, tree.path)])
+        self.ledger.add([w for w in (_split_known(k, tree.path) for k in known_warnings)
+                         if w])
         ok, text = build.incremental(tree.path, self.objdir, self.plan.build,
                                      self.logs / "0000-base-make.log")
         if not ok:
