@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _series_plan(plan: "plan_mod.Plan", args: argparse.Namespace) -> "plan_mod.Plan":
     """The plan for `series check`: the series, per-patch builds, and the
-    fragments and suites the (first) series asks for unless --set chose them."""
+    fragments, suites and modules the series ask for unless --set chose them."""
     import dataclasses
     import tempfile
 
@@ -147,6 +147,9 @@ def _series_plan(plan: "plan_mod.Plan", args: argparse.Namespace) -> "plan_mod.P
         changes["kconfig"] = dataclasses.replace(plan.kconfig, fragments=fragments)
     if suites and "suites" not in chosen:
         changes["suites"] = suites
+    modules = tuple(dict.fromkeys(m for s in specs for m in s.modules))
+    if modules and "modules" not in chosen:
+        changes["modules"] = modules
     if args.tree:
         kernel = dataclasses.replace(plan.kernel, source="git", tree=str(args.tree.resolve()),
                                      ref=args.ref or "HEAD")

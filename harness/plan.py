@@ -54,6 +54,10 @@ class VmSpec:
     cpus: int = 1
     boot_timeout: int = 300     # seconds until the first SSH answer (TCG is slow)
     kvm_probe_timeout: int = 20
+    # seconds without an SSH answer (and with a silent console, or one printing
+    # only stall reports) after which a node counts as hung during the tests:
+    # SysRq task dumps, then the node is killed and the run fails with "hang"
+    hang_timeout: int = 180
     init: str = "fast"          # fast (harness init) | systemd
     l2_subnet: str = "10.99.0"  # node N gets <subnet>.N/24 on its second NIC
     machine: str = "q35"        # QEMU machine type
@@ -224,6 +228,6 @@ def _check(plan: Plan, src: str) -> None:
         if not waiver.reason.strip():
             raise PlanError(f"{src}: waivers[{index}] ({waiver.match!r}): say why in "
                             "`reason`; a waiver without a reason hides a bug")
-    for key in ("memory_mb", "cpus", "boot_timeout", "kvm_probe_timeout"):
+    for key in ("memory_mb", "cpus", "boot_timeout", "kvm_probe_timeout", "hang_timeout"):
         if getattr(plan.vm, key) <= 0:
             raise PlanError(f"{src}: vm.{key}: must be positive")

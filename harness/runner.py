@@ -29,6 +29,7 @@ from .suites.plugin import SuiteContext, SuiteNode
 from .vm import topology
 from .vm.accel import choose as choose_accel
 from .vm.qemu import BootConfig, QemuNode
+from .vm.watchdog import Watchdog
 
 
 class Interrupted(KeyboardInterrupt):
@@ -306,19 +307,31 @@ def _test(ctx: RunContext, kb, nodes: list[QemuNode]) -> None:
         progress.print(escape(f"  {record.status:5} {record.suite} {record.name} "
                               f"({record.seconds:.1f} s)"))
 
-    ctx.result.tests = list(suites.run(plan.suites, sctx, ctx.run_dir / "logs" / "pytest.log",
-                                       on_result=show))
+    def hung(hang) -> None:
+        progress.print(escape(f"  {hang.node}: hung ({hang.reason}); SysRq task dumps "
+                              f"taken ({len(hang.dump.splitlines())} console lines), "
+                              "node killed"))
+
+    with Watchdog(nodes, plan.vm.hang_timeout, on_hang=hung):
+        ctx.result.tests = list(suites.run(plan.suites, sctx,
+                                           ctx.run_dir / "logs" / "pytest.log", on_result=show))
     if ctx.interrupted:      # pytest swallowed the KeyboardInterrupt and returned
         raise Interrupted(ctx.interrupted)
     dead = [n for n in nodes if not n.alive()]
     if dead:
         # the results so far are kept; whether the kernel is to blame is decided
-        # from the console in _verdict (a crash there makes it exit 1)
-        raise SuiteError("; ".join(
-            f"{n.name}: QEMU exited (code {n.popen.returncode}) during the tests"
-            for n in dead) + "; results of the tests that ran are kept", EXIT_INFRA)
+        # from the console in _verdict (a crash or a hang there makes it exit 1)
+        raise SuiteError("; ".join(_death(n) for n in dead)
+                         + "; results of the tests that ran are kept", EXIT_INFRA)
     if not ctx.result.tests:
         raise HarnessError("the suites ran no test; see logs/pytest.log", EXIT_INFRA)
+
+
+def _death(node: QemuNode) -> str:
+    if node.hang is not None:
+        return (f"{node.name}: hung ({node.hang.reason}; QEMU state {node.hang.vm_status}), "
+                "killed by the watchdog")
+    return f"{node.name}: QEMU exited (code {node.popen.returncode}) during the tests"
 
 
 def _finish(ctx: RunContext, nodes: list[QemuNode]) -> None:
@@ -332,6 +345,15 @@ def _finish(ctx: RunContext, nodes: list[QemuNode]) -> None:
         text = node.console_text()
         for crash in detect.find_crashes(text, node=node.name):
             result.crashes.append(_crash_record(ctx, crash, text))
+        if node.hang is not None:
+            hang = node.hang
+            line = node.console.read_bytes()[:hang.console_offset].count(b"\n") + 1
+            crash = detect.hang_crash(hang.dump, node.name, hang.reason, line)
+            record = _crash_record(ctx, crash, text)
+            # QEMU itself stopped the VM (paused, internal error): not the kernel
+            record.update(vm_status=hang.vm_status, silent_seconds=hang.silent_seconds,
+                          infrastructure=hang.vm_status != "running")
+            result.crashes.append(record)
     _verdict(result)
     result.finished = datetime.datetime.now().isoformat(timespec="seconds")
     write_json(result, ctx.run_dir / "results.json")
@@ -371,18 +393,19 @@ def _test_at(console: str, line: int) -> str:
 
 def _verdict(result: RunResult) -> None:
     failed = [t for t in result.tests if t.status in ("fail", "error")]
-    crashed = [c for c in result.crashes if not c.get("waived")]
+    crashed = [c for c in result.crashes
+               if not c.get("waived") and not c.get("infrastructure")]
     if result.error and result.exit_code == EXIT_INFRA and crashed:
         # the harness could not go on, but the console shows why: the kernel
         result.exit_code = EXIT_FAIL
-        result.error = (f"kernel crashed on {crashed[0]['node']}: {crashed[0]['title']} "
+        verb = "hung" if crashed[0]["kind"] == "hang" else "crashed"
+        result.error = (f"kernel {verb} on {crashed[0]['node']}: {crashed[0]['title']} "
                         f"({result.error.splitlines()[0]})")
     if result.error:
         result.verdict = "fail" if result.exit_code == EXIT_FAIL else "error"
         return
     unbuildable = [p for s in result.series for p in s["patches"] if p["builds"] is False]
-    crashes = [c for c in result.crashes if not c.get("waived")]
-    if failed or crashes or unbuildable:
+    if failed or crashed or unbuildable:
         result.verdict, result.exit_code = "fail", EXIT_FAIL
     else:
         result.verdict, result.exit_code = "pass", 0

@@ -53,6 +53,7 @@ class SeriesSpec:
     fragments: tuple[str, ...]     # kconfig fragments that validate it
     suites: tuple[str, ...]        # suites that validate it
     origin: str                    # where it was read from
+    modules: tuple[str, ...] = ()  # the modules the modules suite cycles ("" = the plan's)
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,8 @@ def _spec(name: str, patches: list[PatchFile], origin: str, **extra) -> SeriesSp
     return SeriesSpec(name=name, description=extra.get("description", ""),
                       base=str(extra.get("base", "")), upstream=extra.get("upstream", ""),
                       patches=tuple(patches), fragments=tuple(extra.get("kconfig", ())),
-                      suites=tuple(extra.get("suites", ())), origin=origin)
+                      suites=tuple(extra.get("suites", ())), origin=origin,
+                      modules=tuple(extra.get("modules", ())))
 
 
 def _from_yaml(path: Path) -> SeriesSpec:
@@ -120,7 +122,7 @@ def _from_yaml(path: Path) -> SeriesSpec:
     if not isinstance(data, dict):
         raise SeriesError(f"{path}: expected a mapping (name, patches, ...)", 2)
     unknown = set(data) - {"name", "description", "base", "upstream", "patches", "kconfig",
-                           "suites", "upstream_patches", "status", "notes"}
+                           "suites", "modules", "upstream_patches", "status", "notes"}
     if unknown:
         raise SeriesError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}", 2)
     names = data.get("patches") or []
@@ -135,8 +137,8 @@ def _from_yaml(path: Path) -> SeriesSpec:
         if not file.is_file():
             raise SeriesError(f"{path}: patch {name} not found next to it", 2)
         patches.append(_patch_file(file))
-    extra = {k: data[k] for k in ("description", "base", "upstream", "kconfig", "suites")
-             if k in data}
+    extra = {k: data[k] for k in ("description", "base", "upstream", "kconfig", "suites",
+                                  "modules") if k in data}
     return _spec(str(data.get("name", path.parent.name)), patches, str(path), **extra)
 
 

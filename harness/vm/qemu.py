@@ -4,6 +4,7 @@ two nodes (-netdev dgram). Nodes boot copy-on-write overlays of the base disk.
 """
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
 import time
@@ -20,11 +21,14 @@ from ..guest import Session
 from ..image import GuestImage
 from . import NodeSpec, free_port
 from .accel import QEMU
+from .watchdog import Hang
 
 # console lines of vm-images/files/harness-init
 READY = "harness-init: ready"
 HANDOVER = "harness-init: handing over to systemd"
 NO_READY_LINE_AFTER = 30.0    # seconds; then poll SSH as for any other init
+DUMP_QUIET = 5.0              # seconds of console silence that end a SysRq dump
+DUMP_MAX = 60.0               # seconds a SysRq dump may take at most
 
 # what QEMU prints when a host port we picked was taken in the meantime
 _PORT_RACE = ("Could not set up host forwarding rule", "Address already in use")
@@ -45,7 +49,7 @@ class BootConfig:
 
 # devices a headless guest never uses, whose probing costs boot time under TCG
 # (measured with the q35 machine: first SSH command 14.5 s -> 9.3 s)
-QUIET_DEVICES = "8250.nr_uarts=1 i8042.noaux i8042.nokbd i8042.nopnp"
+QUIET_DEVICES = "8250.nr_uarts=1 i8042.noaux i8042.nopnp"
 
 
 def cmdline(node: NodeSpec, boot: BootConfig) -> str:
@@ -84,7 +88,9 @@ class QemuNode:
         self.popen = None
         self.session: Session | None = None
         self.boot_seconds: float | None = None
+        self.hang: Hang | None = None         # set by the watchdog
         self._started = 0.0
+        self._ssh_attempts = 0
         # a UNIX socket path must be under 108 bytes; run directories can be deep
         self._sockdir = Path(tempfile.mkdtemp(prefix="harness-qmp-"))
         self.qmp = self._sockdir / f"{spec.name}.sock"
@@ -101,7 +107,7 @@ class QemuNode:
                   self.boot.image.disk, overlay], timeout=60, check=True, error=BootError)
         for attempt in range(3):
             self.console.write_text("")
-            self._started = time.monotonic()
+            self._started, self._ssh_attempts = time.monotonic(), 0
             self.popen = proc.spawn(qemu_argv(self.spec, self.boot, overlay, self.dir,
                                               self.qmp), log=self.qemu_log)
             time.sleep(0.5)
@@ -116,8 +122,19 @@ class QemuNode:
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
-    def console_text(self) -> str:
-        return self.console.read_text(errors="replace") if self.console.exists() else ""
+    def console_size(self) -> int:
+        try:
+            return self.console.stat().st_size
+        except OSError:
+            return 0
+
+    def console_text(self, start: int = 0) -> str:
+        """The console from byte offset `start` on."""
+        if not self.console.exists():
+            return ""
+        with open(self.console, "rb") as f:
+            f.seek(start)
+            return f.read().decode(errors="replace")
 
     def console_tail(self, lines: int = 30) -> str:
         return "\n".join(self.console_text().splitlines()[-lines:])
@@ -129,7 +146,11 @@ class QemuNode:
         "ready" line; systemd and foreign inits give no such line: poll them."""
         text = self.console_text()
         if READY in text:
-            return 10
+            # a slow guest (a KASAN + lockdep kernel under TCG) takes longer than
+            # 10 s per sshd fork; short retries then pile up unauthenticated
+            # connections until sshd drops them all (MaxStartups): back off
+            self._ssh_attempts += 1
+            return min(10 * 2 ** (self._ssh_attempts - 1), 80)
         if HANDOVER in text or time.monotonic() - self._started > NO_READY_LINE_AFTER:
             return 3
         return None
@@ -174,13 +195,54 @@ class QemuNode:
         shutil.rmtree(self._sockdir, ignore_errors=True)
 
     def _quit(self) -> None:
-        try:
-            qmp = QEMUMonitorProtocol(str(self.qmp))
-            qmp.connect()
-            qmp.settimeout(5)
-            qmp.cmd("quit")
-            qmp.close()
+        with contextlib.suppress(Exception):   # any QMP trouble: the kill below ends it
+            self.qmp_command("quit")
             self.popen.wait(timeout=10)
-        except Exception:   # any QMP trouble: the kill below still ends it
-            pass
         proc.kill_group(self.popen, grace=2)
+
+    def qmp_command(self, command: str, **arguments):
+        """One QMP command on a fresh connection (the watchdog and stop() may
+        each need one; QEMU serves one client at a time)."""
+        qmp = QEMUMonitorProtocol(str(self.qmp))
+        try:
+            qmp.connect()
+            qmp.settimeout(10)
+            return qmp.cmd(command, **arguments)
+        finally:
+            with contextlib.suppress(Exception):
+                qmp.close()
+
+    def vm_status(self) -> str:
+        """QEMU's run state ("running", "paused", "internal-error", ...) or
+        "unknown" when QMP does not answer."""
+        try:
+            return str(self.qmp_command("query-status")["status"])
+        except Exception as exc:     # noqa: BLE001 - any QMP failure: say what it was
+            return f"unknown (QMP: {type(exc).__name__}: {exc})"
+
+    def dump_and_kill(self, sysrq_keys: str, silent: float, reason: str) -> Hang:
+        """A hung node: press Alt+SysRq+<key> for each key (the guest keyboard
+        goes through the kernel's input layer, which works while user space and
+        the network are stuck), keep what the console prints until it has been
+        quiet for DUMP_QUIET seconds, then kill QEMU."""
+        status = self.vm_status()
+        offset = self.console_size()
+        if status == "running":
+            for key in sysrq_keys:
+                try:
+                    self.qmp_command("send-key", keys=[
+                        {"type": "qcode", "data": "alt"}, {"type": "qcode", "data": "sysrq"},
+                        {"type": "qcode", "data": key}])
+                except Exception as exc:     # noqa: BLE001 - logged, the kill goes on
+                    with open(self.qemu_log, "a") as log:
+                        log.write(f"harness: SysRq {key} through QMP failed: {exc!r}\n")
+                time.sleep(1)
+            size, changed, deadline = -1, time.monotonic(), time.monotonic() + DUMP_MAX
+            while time.monotonic() < deadline and time.monotonic() - changed < DUMP_QUIET:
+                if self.console_size() != size:
+                    size, changed = self.console_size(), time.monotonic()
+                time.sleep(0.5)
+        self.hang = Hang(self.name, round(silent, 1), reason, status, offset,
+                         self.console_text(start=offset))
+        self.stop()
+        return self.hang

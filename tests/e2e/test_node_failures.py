@@ -1,7 +1,9 @@
-"""When a node dies the verdict must say who is to blame: a kernel panic during
+"""When a node dies or hangs the verdict must say who is to blame: a kernel panic during
 boot is a kernel failure (exit 1) named by the panic, found as soon as QEMU
 stops (not after the SSH timeout); a QEMU killed from outside mid-test is an
-infrastructure error (exit 3) that keeps the results of the tests that ran."""
+infrastructure error (exit 3) that keeps the results of the tests that ran; an
+Oops on module unload fails the modules suite at once, titled and blamed; a
+guest that hangs is dumped with SysRq, killed, and reported as a hang."""
 from __future__ import annotations
 
 import json
@@ -66,4 +68,55 @@ def test_qemu_killed_mid_test_is_infrastructure_and_keeps_results(tmp_path):
     assert "node2: QEMU exited" in results["error"]
     assert any(t["status"] == "pass" and t["node"] == "node1" for t in results["tests"])
     assert results["crashes"] == []
+    assert not (qemu_pids() - before), "a QEMU survived the run"
+
+
+SERIES = [sys.executable, "-m", "harness", "series", "check"]
+
+
+def test_null_dereference_on_unload_fails_the_modules_suite_titled_and_blamed(tmp_path):
+    """patches/demo-oops-on-unload: rxe_module_exit dereferences NULL after the
+    last link was deleted. The Oops kills modprobe -r at once; nothing waits for
+    a timeout (no hang record, the test takes seconds of guest commands)."""
+    before = qemu_pids()
+    proc = subprocess.run(
+        [*SERIES, "demo-oops-on-unload", "--no-per-patch", "--runs-dir", str(tmp_path),
+         "--set", "vm.nodes=1"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=3600)
+    results = latest_results(tmp_path)
+    assert proc.returncode == 1, results.get("error") or proc.stdout[-3000:]
+    assert results["verdict"] == "fail" and not results.get("error")
+    (crash,) = results["crashes"]
+    assert crash["title"] == "BUG: kernel NULL pointer dereference in rxe_module_exit"
+    assert crash["kind"] == "null-deref" and crash["function"] == "rxe_module_exit"
+    assert crash["unloading"] == ["rdma_rxe"]
+    assert crash["test"] == "test_modules.py::test_load_unload[node1-rdma_rxe]"
+    assert crash["suspected_patch"]["patch"] == 1
+    (test,) = results["tests"]
+    assert test["status"] == "fail"
+    assert "BUG: kernel NULL pointer dereference in rxe_module_exit" in test["message"]
+    assert not (qemu_pids() - before), "a QEMU survived the run"
+
+
+def test_a_hung_guest_is_dumped_with_sysrq_killed_and_named(tmp_path):
+    """patches/demo-hang-on-unload: rxe_module_exit spins forever with a
+    spinlock held, so the one-CPU guest stops answering and printing. The
+    watchdog (vm.hang_timeout=60) takes SysRq dumps, kills the node, and the
+    run fails as a kernel hang in rxe_module_exit, blamed on the patch."""
+    before = qemu_pids()
+    proc = subprocess.run(
+        [*SERIES, "demo-hang-on-unload", "--no-per-patch", "--runs-dir", str(tmp_path),
+         "--set", "vm.nodes=1", "--set", "vm.hang_timeout=60"],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=3600)
+    results = latest_results(tmp_path)
+    assert proc.returncode == 1, results.get("error") or proc.stdout[-3000:]
+    assert results["verdict"] == "fail"
+    assert results["error"].startswith("kernel hung on node1: hang in rxe_module_exit")
+    (crash,) = results["crashes"]
+    assert crash["kind"] == "hang" and crash["vm_status"] == "running"
+    assert crash["title"] == "hang in rxe_module_exit"
+    assert crash["silent_seconds"] >= 60
+    assert "sysrq: Show backtrace of all active CPUs" in crash["excerpt"]
+    assert crash["suspected_patch"]["patch"] == 1
+    assert crash["test"] == "test_modules.py::test_load_unload[node1-rdma_rxe]"
     assert not (qemu_pids() - before), "a QEMU survived the run"
