@@ -223,7 +223,8 @@ def _classify(msg: str) -> _Header | None:
     elif t == "stack segment":
         t = "stack segment fault"
     hdr = _Header(kind, end, head.format(t=t), t or msg.strip(), g.get("fn", ""), g.get("mod", ""),
-                  g.get("loc", ""), site=bool(g.get("loc")) and kind in ("warning", "bug"))
+                  _tree_relative(g.get("loc", "")),
+                  site=bool(g.get("loc")) and kind in ("warning", "bug"))
     if kind == "ubsan":
         hdr.loc = re.sub(r"(:\d+):\d+$", r"\1", hdr.loc)
         hdr.detail = t
@@ -233,6 +234,19 @@ def _classify(msg: str) -> _Header | None:
         if hdr.site and hdr.loc.startswith(path):
             hdr.kind, hdr.head = site_kind, site_head
     return hdr
+
+
+# top-level directories of a kernel tree: where an absolute source path turns
+# tree-relative (UBSAN prints the compiler's path, absolute in an O= build)
+_TREE_TOP = re.compile(r"/(?=(?:arch|block|certs|crypto|drivers|fs|include|init|io_uring|ipc"
+                       r"|kernel|lib|mm|net|rust|samples|security|sound|virt)/)")
+
+
+def _tree_relative(path: str) -> str:
+    """'/tmp/linux/drivers/misc/lkdtm/bugs.c:479' -> 'drivers/misc/lkdtm/bugs.c:479'."""
+    if path.startswith("/") and (m := _TREE_TOP.search(path)):
+        return path[m.end():]
+    return path
 
 
 def _short(text: str) -> str:
