@@ -20,7 +20,8 @@ from .kconfig import ConfigReport
 from .plan import BuildSpec
 from .source import SourceTree
 
-_WARNING = re.compile(r"^(\S+?:\d+(?::\d+)?): warning: (.*)$")
+# "file:line[:col]: warning: text", the one shape of a compiler warning
+_WARNING = re.compile(r"^(?P<file>[^\s:]+):(?P<where>\d+(?::\d+)?): warning: (?P<text>.*)$")
 _ERROR = re.compile(r"(^\S+?:\d+(?::\d+)?: (fatal )?error: )|(^make\[\d+\]: \*\*\* )|"
                     r"(^ERROR: )|(undefined reference to)")
 
@@ -44,12 +45,17 @@ def compiler_id(cc: str = "gcc") -> str:
     return result.stdout.splitlines()[0] if result.ok and result.stdout else cc
 
 
+def compiler_warnings(text: str) -> list[tuple[str, str, str]]:
+    """(file as make printed it, "line[:col]", message) for every compiler
+    warning in make output, in order."""
+    return [(m["file"], m["where"], m["text"]) for line in text.splitlines()
+            if (m := _WARNING.match(line.strip()))]
+
+
 def collect_warnings(text: str) -> tuple[str, ...]:
-    seen: dict[str, None] = {}
-    for line in text.splitlines():
-        if m := _WARNING.match(line.strip()):
-            seen.setdefault(f"{m.group(1)}: {m.group(2)}", None)
-    return tuple(seen)
+    """"file:line:col: text", de-duplicated, in build order (KernelBuild.warnings)."""
+    return tuple(dict.fromkeys(f"{file}:{where}: {message}"
+                               for file, where, message in compiler_warnings(text)))
 
 
 def first_errors(text: str, limit: int = 15) -> str:

@@ -19,8 +19,6 @@ from .plan import Plan
 from .series import AppliedPatch
 from .source import SourceTree
 
-_WARNING = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+)(?::(?P<col>\d+))?: "
-                      r"warning: (?P<text>.*)$")
 _CHECKPATCH = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+): (?P<level>ERROR|WARNING|CHECK):"
                          r"(?P<type>[A-Z0-9_]+): (?P<text>.*)$")
 
@@ -63,13 +61,9 @@ def normalise_path(path: str, tree: Path) -> str:
 
 
 def warnings_in(text: str, tree: Path) -> list[tuple[str, str, str]]:
-    """(file, "line:col", message) for every compiler warning in make output."""
-    out = []
-    for line in text.splitlines():
-        if m := _WARNING.match(line.strip()):
-            where = m.group("line") + (f":{m.group('col')}" if m.group("col") else "")
-            out.append((normalise_path(m.group("file"), tree), where, m.group("text")))
-    return out
+    """(tree-relative file, "line:col", message) for every compiler warning in make output."""
+    return [(normalise_path(file, tree), where, message)
+            for file, where, message in build.compiler_warnings(text)]
 
 
 class WarningLedger:
