@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import build, kconfig, patchcheck, plan as plan_mod, proc, runner, series, source  # noqa: E402
+from harness import patchcheck, plan as plan_mod, proc, runner, series, source  # noqa: E402
 from harness.cache import Cache  # noqa: E402
 from harness.source import GIT_ENV  # noqa: E402
 
@@ -46,9 +46,6 @@ def main() -> None:
     tree = source.prepare(plan.kernel, cache, logs / "source.log")
     spec = series.load(args.series, logs, logs / "series.log")
     with runner.objdir_for(tree, cache) as objdir:
-        series.checkout_base(tree, logs / "git.log")
-        report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / "kconfig.log")
-        base = build.build(tree, report, objdir, plan.build, cache, logs / "build.log")
         rows = []
         for _ in range(args.repeat):
             series.checkout_base(tree, logs / "git.log")
@@ -61,8 +58,8 @@ def main() -> None:
                 make(tree.path, objdir, logs / "bare.log")
                 bare.append(time.monotonic() - start)
             series.checkout_base(tree, logs / "git.log")
-            checker = patchcheck.PatchChecker(plan, cache, objdir, report, logs)
-            checker.baseline(tree, base.warnings)      # the base make, as in a run
+            # configure + build the base (cached) + its make, as in a run
+            checker = patchcheck.PatchChecker.prepare(plan, cache, tree, objdir, logs)
             times: list[float] = []
             last = [time.monotonic()]
 

@@ -118,6 +118,19 @@ class PatchChecker:
         self.reports: list[PatchReport] = []
         self.on_patch = on_patch
 
+    @classmethod
+    def prepare(cls, plan: Plan, cache: Cache, tree: SourceTree, objdir: Path, logs: Path,
+                on_patch: Callable[[PatchReport], None] | None = None) -> "PatchChecker":
+        """Configure and build the base (the tree checked out at it; the build
+        cache makes a known base free) and learn its warnings: the checker to
+        call after each patch."""
+        base_report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / "kconfig.log")
+        kconfig.check(base_report)
+        base = build.build(tree, base_report, objdir, plan.build, cache, logs / "build.log")
+        checker = cls(plan, cache, objdir, base_report, logs, on_patch)
+        checker.baseline(tree, base.warnings)
+        return checker
+
     def baseline(self, tree: SourceTree, known_warnings: tuple[str, ...]) -> None:
         """Build the base in the object directory (incremental: it may hold an
         earlier series) and learn its warnings."""

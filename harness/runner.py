@@ -196,16 +196,10 @@ def _series(ctx: RunContext, tree: source.SourceTree, objdir: Path) -> source.So
     checker = None
     if plan.per_patch:
         series.checkout_base(tree, logs / "series.log")
-        base_report = kconfig.configure(tree, objdir, plan.kconfig, ctx.cache,
-                                        logs / "kconfig.log")
-        kconfig.check(base_report)
-        base = build.build(tree, base_report, objdir, plan.build, ctx.cache,
-                           logs / "build.log")
         ctx.console.print(f"  base {tree.commit[:12]}: building in {objdir} to learn its "
                           "warnings")
-        checker = patchcheck.PatchChecker(plan, ctx.cache, objdir, base_report, logs,
-                                          on_patch=lambda r: _show_patch(ctx, r))
-        checker.baseline(tree, base.warnings)
+        checker = patchcheck.PatchChecker.prepare(plan, ctx.cache, tree, objdir, logs,
+                                                  on_patch=lambda r: _show_patch(ctx, r))
     applied = series.apply(tree, specs, logs / "series.log", after_each=checker)
     reports = checker.finish() if checker else [
         patchcheck.PatchReport(p.index, p.series, p.subject, p.author, p.commit,
