@@ -77,8 +77,12 @@ class Background:
         self.channel.close()
 
 
+EOF_GRACE = 5.0    # seconds to wait for the end of the output after the exit status
+
+
 def _drain(channel: paramiko.Channel, deadline: float) -> tuple[str, str, int]:
     out, err = bytearray(), bytearray()
+    exited_at = None
     while True:
         busy = False
         while channel.recv_ready():
@@ -87,10 +91,16 @@ def _drain(channel: paramiko.Channel, deadline: float) -> tuple[str, str, int]:
         while channel.recv_stderr_ready():
             err += channel.recv_stderr(65536)
             busy = True
+        # sshd may send the exit status before the last of the output: done
+        # once the output has ended too (EOF) and every byte was read, or when
+        # a background child keeps the output open past EOF_GRACE
         if channel.exit_status_ready() and not busy and not channel.recv_ready() \
                 and not channel.recv_stderr_ready():
-            code = channel.recv_exit_status()
-            break
+            exited_at = exited_at or time.monotonic()
+            if channel.eof_received or channel.closed \
+                    or time.monotonic() - exited_at > EOF_GRACE:
+                code = channel.recv_exit_status()
+                break
         if time.monotonic() > deadline:
             code = -1
             break
