@@ -25,6 +25,7 @@ from .plan import Plan, waiver_for
 from .results.model import RunResult, StageRecord
 from .results.summary import print_summary
 from .results.writers import write_json, write_junit
+from .suites import needs as suite_needs
 from .suites.plugin import SuiteContext, SuiteNode
 from .vm import topology
 from .vm.accel import choose as choose_accel
@@ -130,6 +131,8 @@ def preflight(plan: Plan) -> None:
         raise PlanError(f"{plan.source_file}: suites: unknown suite(s) {', '.join(unknown)} "
                         f"(known: {', '.join(suites.SUITES)})")
     recipe = image.load_recipe(plan.image)
+    suite_needs.check(plan.suites, plan.kconfig.fragments, recipe.packages,
+                      str(plan.source_file), recipe.path or plan.image, plan.kconfig.base)
     if plan.vm.init == "systemd" and "systemd-sysv" not in recipe.packages:
         raise PlanError(f"{plan.source_file}: vm.init=systemd needs an image with "
                         f"systemd-sysv; {recipe.path} has none (use image: "

@@ -1,0 +1,48 @@
+"""A suite asked for without the fragments or guest packages it needs stops
+the plan before anything is built (exit 2), naming what to add."""
+import pytest
+
+from harness.errors import PlanError
+from harness.suites import SUITES
+from harness.suites.needs import check, load, missing
+
+QUICKSTART = ("virt-guest", "rdma", "hmm-p2p", "ionic", "mlx5")
+TRIXIE_RDMA = ("openssh-server", "rdma-core", "ibverbs-utils", "ibverbs-providers",
+               "rdmacm-utils", "perftest", "python3-pyverbs", "kmod")
+
+
+def test_every_listed_suite_exists_and_names_real_fragments():
+    from harness import kconfig
+    for suite, need in load().items():
+        assert suite in SUITES, f"needs.yaml lists unknown suite {suite}"
+        for name in need.get("fragments", ()):
+            kconfig.fragment_path(name)      # raises if there is no such fragment
+
+
+def test_the_quickstart_plan_has_what_its_suites_need():
+    for suite in ("modules", "verbs-smoke", "rxe-counters"):
+        assert missing(suite, QUICKSTART, TRIXIE_RDMA) == ([], [])
+
+
+def test_a_missing_fragment_is_named_with_the_fix():
+    with pytest.raises(PlanError) as err:
+        check(("verbs-smoke",), ("virt-guest",), TRIXIE_RDMA, "plan.yaml", "img.yaml")
+    assert err.value.exit_code == 2
+    assert "suite verbs-smoke needs the kconfig fragment(s) rdma" in str(err.value)
+    assert "--set kconfig.fragments=[virt-guest,rdma]" in str(err.value)
+
+
+def test_a_fragment_counts_when_other_fragments_request_all_its_symbols(tmp_path):
+    from harness import kconfig
+    same = tmp_path / "my-rdma.config"
+    same.write_text("".join(f"CONFIG_{r.symbol}={r.want}\n"
+                            for r in kconfig.parse_fragment(kconfig.fragment_path("rdma"))))
+    assert missing("verbs-smoke", ("virt-guest", str(same)), TRIXIE_RDMA) == ([], [])
+    fewer = tmp_path / "less.config"
+    fewer.write_text("CONFIG_INFINIBAND=m\n")
+    assert missing("verbs-smoke", ("virt-guest", str(fewer)), TRIXIE_RDMA)[0] == ["rdma"]
+
+
+def test_a_missing_guest_package_is_named():
+    with pytest.raises(PlanError, match="needs the guest package.s. python3-pyverbs"):
+        check(("pyverbs",), QUICKSTART, ("rdma-core", "ibverbs-providers"), "p.yaml", "img.yaml")
