@@ -44,5 +44,6 @@ def test_a_fragment_counts_when_other_fragments_request_all_its_symbols(tmp_path
 
 
 def test_a_missing_guest_package_is_named():
-    with pytest.raises(PlanError, match="needs the guest package.s. python3-pyverbs"):
-        check(("pyverbs",), QUICKSTART, ("rdma-core", "ibverbs-providers"), "p.yaml", "img.yaml")
+    with pytest.raises(PlanError, match="needs the guest package.s. ibverbs-utils, rdmacm-utils"):
+        check(("verbs-smoke",), QUICKSTART, ("rdma-core", "ibverbs-providers"), "p.yaml",
+              "img.yaml")
