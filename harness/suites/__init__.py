@@ -16,6 +16,8 @@ SUITES = {
     "verbs-smoke": "test_verbs_smoke.py",
     # the counters the demo-rxe-counters series adds (patches/demo-rxe-counters)
     "rxe-counters": "test_rxe_counters.py",
+    # NVMe CMB as p2pmem: P2P DMA and the system-memory fallback (node1 gets NVMe devices)
+    "p2pdma": "test_p2pdma.py",
 }
 
 DEFAULT_MODULES = ("rdma_rxe", "siw", "ib_uverbs", "rdma_ucm", "ionic_rdma",
