@@ -178,7 +178,7 @@ class QemuNode:
             # 10 s per sshd fork; short retries then pile up unauthenticated
             # connections until sshd drops them all (MaxStartups): back off
             self._ssh_attempts += 1
-            return min(10 * 2 ** (self._ssh_attempts - 1), 80)
+            return min(10 * 2 ** (self._ssh_attempts - 1), 160)
         if HANDOVER in text or time.monotonic() - self._started > NO_READY_LINE_AFTER:
             return 3
         return None
