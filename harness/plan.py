@@ -75,6 +75,17 @@ class Waiver:
 
 
 @dataclass(frozen=True)
+class PerfSpec:
+    # the run the perf suite's metrics are compared with: "" = the latest
+    # earlier run of this plan (same name) in the runs directory with perf
+    # metrics, a run id (runs/<id>), or "none" for no comparison
+    baseline: str = ""
+    # flag a throughput drop / latency rise larger than this (percent); a
+    # warning, never a failure: TCG numbers are noisy
+    threshold_percent: int = 30
+
+
+@dataclass(frozen=True)
 class Plan:
     name: str = "unnamed"
     description: str = ""
@@ -94,6 +105,7 @@ class Plan:
     per_patch: bool = False
     # known crashes that do not fail the run (each shown in the report with its reason)
     waivers: tuple[Waiver, ...] = ()
+    perf: PerfSpec = field(default_factory=PerfSpec)
     source_file: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -228,6 +240,14 @@ def _check(plan: Plan, src: str) -> None:
         if not waiver.reason.strip():
             raise PlanError(f"{src}: waivers[{index}] ({waiver.match!r}): say why in "
                             "`reason`; a waiver without a reason hides a bug")
+    if not 0 < plan.perf.threshold_percent <= 1000:
+        raise PlanError(f"{src}: perf.threshold_percent: a percentage between 1 and 1000, "
+                        f"got {plan.perf.threshold_percent}")
+    baseline = plan.perf.baseline
+    if baseline and ("/" in baseline or baseline.startswith(".") or baseline != baseline.strip()):
+        raise PlanError(f"{src}: perf.baseline: a run id (a directory name in the runs "
+                        f"directory, e.g. 20260101-120000-quickstart-abcd), `none`, or empty "
+                        f"for the latest earlier run of this plan; got {baseline!r}")
     for key in ("memory_mb", "cpus", "boot_timeout", "kvm_probe_timeout", "hang_timeout"):
         if getattr(plan.vm, key) <= 0:
             raise PlanError(f"{src}: vm.{key}: must be positive")

@@ -22,6 +22,7 @@ from . import blame, build, detect, image, kconfig, patchcheck, series, source, 
 from .cache import Cache, digest
 from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, PlanError, SuiteError
 from .plan import Plan, waiver_for
+from .results import baseline
 from .results.model import RunResult, StageRecord
 from .results.summary import print_summary
 from .results.writers import write_json, write_junit
@@ -150,6 +151,7 @@ def _pipeline(ctx: RunContext, nodes: list[QemuNode]) -> None:
     logs = run_dir / "logs"
     logs.mkdir()
     preflight(plan)
+    baseline.check_choice(plan.perf.baseline, run_dir.parent, str(plan.source_file))
     with stage(ctx, "source") as info:
         tree = source.prepare(plan.kernel, cache, logs / "source.log")
         result.kernel.update(source=tree.origin, commit=tree.commit, version=tree.version)
@@ -352,6 +354,8 @@ def _finish(ctx: RunContext, nodes: list[QemuNode]) -> None:
                           infrastructure=hang.vm_status != "running")
             result.crashes.append(record)
     _verdict(result)
+    result.perf, result.warnings = baseline.compare_run(
+        result, ctx.run_dir.parent, ctx.plan.perf.baseline, ctx.plan.perf.threshold_percent)
     result.finished = datetime.datetime.now().isoformat(timespec="seconds")
     write_json(result, ctx.run_dir / "results.json")
     write_junit(result, ctx.run_dir / "junit.xml")

@@ -44,6 +44,11 @@ class RunResult:
     # [{name, origin, base, upstream, patches: [{index, subject, author, commit, applied,
     #   builds, new_warnings, checkpatch, config_changes, breaks_bisection, ...}]}]
     series: list[dict[str, Any]] = field(default_factory=list)
+    # the perf suite's comparison with a baseline run (results/baseline.py):
+    # {baseline_run, threshold_percent, compared, flagged, ...}; {} without perf rows
+    perf: dict[str, Any] = field(default_factory=dict)
+    # not failures: [{kind: perf-drop, message, test, metric, value, baseline, ...}]
+    warnings: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

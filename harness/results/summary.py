@@ -47,6 +47,7 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
         suspect = crash.get("suspected_patch")
         if suspect:
             console.print(f"  suspected: {escape(suspect['evidence'])}", soft_wrap=True)
+    _print_perf(result, console)
     counts = {s: sum(1 for t in result.tests if t.status == s) for s in _STYLE}
     kernel = result.kernel
     console.print(
@@ -90,3 +91,20 @@ def _print_series(result: RunResult, console: Console) -> None:
     console.print(table)
     for note in notes:
         console.print(escape(note), soft_wrap=True)
+
+
+def _print_perf(result: RunResult, console: Console) -> None:
+    """Which run the perf metrics were compared with, and the large drops
+    (warnings: they do not change the verdict)."""
+    perf = result.perf
+    if perf:
+        if perf.get("baseline_run"):
+            console.print(f"perf baseline: {escape(perf['baseline_run'])} "
+                          f"({perf.get('chosen_by', '')}; {perf.get('compared', 0)} metrics "
+                          f"compared, threshold {perf['threshold_percent']}%, "
+                          f"{perf.get('flagged', 0)} flagged)", soft_wrap=True)
+        else:
+            console.print(f"perf baseline: none ({escape(perf.get('note', ''))})",
+                          soft_wrap=True)
+    for warning in result.warnings:
+        console.print(f"[yellow]warning[/] {escape(warning['message'])}", soft_wrap=True)

@@ -18,6 +18,7 @@ SUITES = {
     "rxe-counters": "test_rxe_counters.py",
     # NVMe CMB as p2pmem: P2P DMA and the system-memory fallback (node1 gets NVMe devices)
     "p2pdma": "test_p2pdma.py",
+    "perf": "test_perf.py",   # perftest over rxe vs iperf3/qperf TCP; drops vs a baseline run warn
 }
 
 DEFAULT_MODULES = ("rdma_rxe", "siw", "ib_uverbs", "rdma_ucm", "ionic_rdma",
