@@ -72,3 +72,10 @@ class ProcError(HarnessError):
     """An external program could not be started or timed out."""
 
     stage = "proc"
+
+
+class SelftestError(HarnessError):
+    """The kernel tree's own selftests (harness/selftests.py) did not build."""
+
+    stage = "selftests"
+    default_exit = EXIT_FAIL

@@ -11,14 +11,15 @@ import signal
 import tempfile
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from . import blame, build, detect, image, kconfig, patchcheck, series, source, suites
+from . import (blame, build, detect, image, kconfig, patchcheck, selftests, series, source,
+               suites)
 from .cache import Cache, digest
 from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, PlanError, SuiteError
 from .plan import Plan, waiver_for
@@ -49,6 +50,7 @@ class RunContext:
     interrupted: str = ""
     tree: source.SourceTree | None = None      # at the top of the series, for blame
     modules_order: str = ""                    # the build's modules.order, for blame
+    artifacts: dict[str, Path] = field(default_factory=dict)   # host-built selftests
 
 
 def new_run_dir(runs_dir: Path, plan: Plan) -> tuple[str, Path]:
@@ -178,6 +180,10 @@ def _pipeline(ctx: RunContext, nodes: list[QemuNode]) -> None:
             info["cached"], info["note"] = kb.cached, f"{len(kb.warnings)} warnings"
             result.kernel.update(release=kb.release, build_key=kb.key,
                                  warnings=list(kb.warnings))
+        if selftests.wanted(plan.suites):     # under the objdir lock: headers_install
+            with stage(ctx, "selftests") as info:
+                ctx.artifacts, info["cached"] = selftests.build(
+                    plan.suites, tree.path, objdir, kb.key, cache, logs / "selftests.log")
     shutil.copyfile(kb.config, run_dir / ".config")
     with stage(ctx, "image") as info:
         img = image.build_image(plan.image, cache, logs / "image.log")
@@ -296,7 +302,7 @@ def _test(ctx: RunContext, kb, nodes: list[QemuNode]) -> None:
         kernel_release=kb.release, modules=plan.modules or suites.DEFAULT_MODULES,
         waived=lambda c: waiver_for(plan, c.title, c.signature),
         module_cycles=plan.modules_cycles,
-        command_timeout=plan.test_timeout)
+        command_timeout=plan.test_timeout, artifacts=ctx.artifacts)
 
     # suites.run sends sys.stdout to pytest.log: keep progress on the real terminal
     progress = Console(file=ctx.console.file, highlight=False,

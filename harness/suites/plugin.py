@@ -1,8 +1,15 @@
 """The pytest plugin that connects suites to a harness run: fixtures for the
 booted nodes, parametrization per node and per module, a dmesg marker before
-every test (blktests style), and one TestRecord per test case."""
+every test (blktests style), and one TestRecord per test case.
+
+A test that runs another test runner in the guest (the pyverbs suite runs
+rdma-core's unittest cases) reports each of that runner's cases as a row of
+its own with `ctx.add_record(TestRecord(...))`: the row is shown at once
+(progress) and lands in results.json after the test's own row, which keeps
+its own status (the test decides whether its cases' failures fail it)."""
 from __future__ import annotations
 
+import contextlib
 import shlex
 import types
 from dataclasses import dataclass, field
@@ -34,6 +41,17 @@ class SuiteContext:
     records: list[TestRecord] = field(default_factory=list)
     # crash -> the plan's waiver for it (or None): waived splats do not fail a test
     waived: Callable[[Any], Any] = lambda crash: None
+    # where add_record sends a row; HarnessPlugin sets it (records order, progress)
+    record_sink: Callable[[TestRecord], None] | None = None
+    artifacts: dict[str, Path] = field(default_factory=dict)  # harness/selftests.py builds
+
+    def add_record(self, record: TestRecord) -> None:
+        """An extra result row from inside a test (one per case of a runner
+        the test drives), besides the test's own row."""
+        if self.record_sink is None:
+            self.records.append(record)
+        else:
+            self.record_sink(record)
 
 
 def _status(report: pytest.TestReport) -> str:
@@ -84,6 +102,20 @@ class HarnessPlugin:
         self._pending: dict[str, TestRecord] = {}
         self._opened = False
         self._splats: dict[str, list[str]] = {}     # test id -> "node: crash title"
+        self._capture = None      # pytest's capture manager, to show rows mid-test
+        ctx.record_sink = self._add_extra
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        self._capture = config.pluginmanager.getplugin("capturemanager")
+
+    def _add_extra(self, record: TestRecord) -> None:
+        # keyed apart from pytest node ids; after the running test's own row
+        self._pending[f"extra#{len(self._pending)}"] = record
+        if self.on_result:
+            # called inside a test, where pytest captures stdout: let progress out
+            with (self._capture.global_and_fixture_disabled() if self._capture
+                  else contextlib.nullcontext()):
+                self.on_result(record)
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if "node" in metafunc.fixturenames:

@@ -1,0 +1,53 @@
+"""The conformance suites end to end on the quickstart kernel (the same
+.config, so no extra build): every suite gives its rows from real guests.
+
+Runs in CI: hmm, kselftest-rdma, p2pdma and perf (about 6 minutes on 2 cores
+under TCG, kernel cached by the quickstart e2e)."""
+from __future__ import annotations
+
+import collections
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.plan import PROJECT_ROOT
+
+from ..conftest import qemu_pids
+
+
+def run(tmp_path: Path, *sets: str) -> tuple[int, dict]:
+    before = qemu_pids()
+    proc = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--runs-dir", str(tmp_path),
+         *(a for s in sets for a in ("--set", s))],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=5400)
+    run_dir = sorted(p for p in tmp_path.iterdir() if p.is_dir())[-1]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert not (qemu_pids() - before), "a QEMU survived the run"
+    assert proc.returncode == 0, (results.get("error"), [
+        (t["suite"], t["name"], t["message"][:300]) for t in results["tests"]
+        if t["status"] in ("fail", "error")])
+    return proc.returncode, results
+
+
+def test_hmm_kselftest_rdma_p2pdma_and_perf(tmp_path):
+    _, results = run(tmp_path, "suites=[hmm,kselftest-rdma,p2pdma,perf]")
+    rows = collections.Counter((t["suite"], t["status"]) for t in results["tests"])
+    # hmm-tests: every TEST_F a row; the 38 device-coherent variants skip
+    assert rows[("hmm", "pass")] >= 30 and rows[("hmm", "fail")] == 0
+    assert any(t["suite"] == "hmm" and t["status"] == "skip" and "DEVICE_COHERENT"
+               in t["message"] for t in results["tests"])
+    # the tree's selftests/rdma scripts, one row each
+    assert rows[("kselftest-rdma", "pass")] >= 4
+    # P2P through the CMB and the refused case's fallback
+    p2p = {t["name"]: t["status"] for t in results["tests"] if t["suite"] == "p2pdma"}
+    assert p2p == {"test_cmb_published_as_p2pmem": "pass",
+                   "test_p2p_transfer_through_the_cmb": "pass",
+                   "test_refused_p2p_falls_back_to_system_memory": "pass"}
+    # RDMA vs TCP numbers, with the same metric names
+    perf = [t for t in results["tests"] if t["suite"] == "perf"]
+    assert any("throughput_mbit_s" in t["metrics"] for t in perf)
+    assert any(t["metrics"].get("throughput_mbit_s", 0) > 0 and "iperf3" in t["name"]
+               for t in perf)
+    assert "selftests" in [s["name"] for s in results["stages"]]
