@@ -18,6 +18,7 @@ SUITES = {
     "rxe-counters": "test_rxe_counters.py",
     # NVMe CMB as p2pmem: P2P DMA and the system-memory fallback (node1 gets NVMe devices)
     "p2pdma": "test_p2pdma.py",
+    "pyverbs": "test_pyverbs.py",   # rdma-core's Python tests on rxe and siw, a row per case
     "hmm": "test_hmm.py",                        # the tree's mm/hmm-tests, a row per TEST_F
     "kselftest-rdma": "test_kselftest_rdma.py",  # the tree's selftests/rdma, a row per script
     "perf": "test_perf.py",   # perftest over rxe vs iperf3/qperf TCP; drops vs a baseline run warn
