@@ -15,9 +15,12 @@ from harness.cache import Cache
 QUICKSTART = plan_mod.PROJECT_ROOT / "plans" / "quickstart.yaml"
 
 
-def qemu_pids() -> set[int]:
-    out = subprocess.run(["pgrep", "-f", "qemu-system-x86_64"], capture_output=True,
-                         text=True).stdout
+def qemu_pids(under: Path | None = None) -> set[int]:
+    """QEMU processes on this machine; with `under`, only those whose command
+    line names a path below it (a run's nodes live in its run directory), so
+    QEMUs of other work on the machine do not count."""
+    pattern = "qemu-system-x86_64" + (f".*{under}/" if under else "")
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
     return {int(p) for p in out.split()}
 
 

@@ -17,14 +17,13 @@ from ..conftest import qemu_pids
 
 
 def run(tmp_path: Path, *sets: str) -> tuple[int, dict]:
-    before = qemu_pids()
     proc = subprocess.run(
         [sys.executable, "-m", "harness", "run", "--runs-dir", str(tmp_path),
          *(a for s in sets for a in ("--set", s))],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=5400)
     run_dir = sorted(p for p in tmp_path.iterdir() if p.is_dir())[-1]
     results = json.loads((run_dir / "results.json").read_text())
-    assert not (qemu_pids() - before), "a QEMU survived the run"
+    assert not qemu_pids(tmp_path), "a QEMU of this run survived it"
     assert proc.returncode == 0, (results.get("error"), [
         (t["suite"], t["name"], t["message"][:300]) for t in results["tests"]
         if t["status"] in ("fail", "error")])

@@ -43,7 +43,6 @@ def test_panic_during_boot_is_a_kernel_failure_without_waiting_for_ssh(tmp_path)
 
 
 def test_qemu_killed_mid_test_is_infrastructure_and_keeps_results(tmp_path):
-    before = qemu_pids()
     proc = subprocess.Popen(
         [*HARNESS, "--runs-dir", str(tmp_path), "--set", "suites=[modules]",
          "--set", "modules=[rdma_rxe,siw]", "--set", "modules_cycles=1"],
@@ -68,7 +67,7 @@ def test_qemu_killed_mid_test_is_infrastructure_and_keeps_results(tmp_path):
     assert "node2: QEMU exited" in results["error"]
     assert any(t["status"] == "pass" and t["node"] == "node1" for t in results["tests"])
     assert results["crashes"] == []
-    assert not (qemu_pids() - before), "a QEMU survived the run"
+    assert not qemu_pids(tmp_path), "a QEMU of this run survived it"
 
 
 SERIES = [sys.executable, "-m", "harness", "series", "check"]
@@ -78,7 +77,6 @@ def test_null_dereference_on_unload_fails_the_modules_suite_titled_and_blamed(tm
     """patches/demo-oops-on-unload: rxe_module_exit dereferences NULL after the
     last link was deleted. The Oops kills modprobe -r at once; nothing waits for
     a timeout (no hang record, the test takes seconds of guest commands)."""
-    before = qemu_pids()
     proc = subprocess.run(
         [*SERIES, "demo-oops-on-unload", "--no-per-patch", "--runs-dir", str(tmp_path),
          "--set", "vm.nodes=1"],
@@ -95,7 +93,7 @@ def test_null_dereference_on_unload_fails_the_modules_suite_titled_and_blamed(tm
     (test,) = results["tests"]
     assert test["status"] == "fail"
     assert "BUG: kernel NULL pointer dereference in rxe_module_exit" in test["message"]
-    assert not (qemu_pids() - before), "a QEMU survived the run"
+    assert not qemu_pids(tmp_path), "a QEMU of this run survived it"
 
 
 def test_a_hung_guest_is_dumped_with_sysrq_killed_and_named(tmp_path):
@@ -103,7 +101,6 @@ def test_a_hung_guest_is_dumped_with_sysrq_killed_and_named(tmp_path):
     spinlock held, so the one-CPU guest stops answering and printing. The
     watchdog (vm.hang_timeout=60) takes SysRq dumps, kills the node, and the
     run fails as a kernel hang in rxe_module_exit, blamed on the patch."""
-    before = qemu_pids()
     proc = subprocess.run(
         [*SERIES, "demo-hang-on-unload", "--no-per-patch", "--runs-dir", str(tmp_path),
          "--set", "vm.nodes=1", "--set", "vm.hang_timeout=60"],
@@ -119,4 +116,4 @@ def test_a_hung_guest_is_dumped_with_sysrq_killed_and_named(tmp_path):
     assert "sysrq: Show backtrace of all active CPUs" in crash["excerpt"]
     assert crash["suspected_patch"]["patch"] == 1
     assert crash["test"] == "test_modules.py::test_load_unload[node1-rdma_rxe]"
-    assert not (qemu_pids() - before), "a QEMU survived the run"
+    assert not qemu_pids(tmp_path), "a QEMU of this run survived it"
