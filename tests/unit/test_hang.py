@@ -182,3 +182,13 @@ def test_the_real_sysrq_dump_of_a_spinning_module_exit():
     assert crash.frames[0] == "rxe_module_exit"
     assert crash.modules == ("rdma_rxe",)
     assert detect.find_crashes(text) == []
+
+
+def test_the_real_sysrq_dump_of_a_soft_lockup_names_the_spinning_function():
+    """LKDTM SOFTLOCKUP on the debug kernel: the CPU spins with preemption off;
+    SysRq l interrupts it in lkdtm_SOFTLOCKUP."""
+    text = (Path(__file__).resolve().parent.parent / "data" / "console"
+            / "lkdtm-softlockup.log").read_text()
+    crash = detect.hang_crash(text[text.index("sysrq: Show Blocked State"):], "node1", "")
+    assert crash.title == "hang in lkdtm_SOFTLOCKUP"
+    assert "lkdtm" in crash.modules
