@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from . import (blame, build, detect, image, kconfig, patchcheck, selftests, series, source,
-               suites)
+               suites, sysrq)
 from .cache import Cache, digest
 from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, PlanError, SuiteError
 from .plan import Plan, waiver_for
@@ -353,7 +353,7 @@ def _finish(ctx: RunContext, nodes: list[QemuNode]) -> None:
         if node.hang is not None:
             hang = node.hang
             line = node.console.read_bytes()[:hang.console_offset].count(b"\n") + 1
-            crash = detect.hang_crash(hang.dump, node.name, hang.reason, line)
+            crash = sysrq.hang_crash(hang.dump, node.name, hang.reason, line)
             record = _crash_record(ctx, crash, text)
             # QEMU itself stopped the VM (paused, internal error): not the kernel
             record.update(vm_status=hang.vm_status, silent_seconds=hang.silent_seconds,

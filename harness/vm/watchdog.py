@@ -7,7 +7,7 @@ asks the kernel what it is doing (magic SysRq w, l, t through QMP send-key to
 the guest keyboard: blocked tasks, the CPUs' backtraces, all tasks), waits for
 the console to go quiet, and kills the node. The tests blocked on that node
 return as soon as its SSH connection drops; the runner turns `node.hang` into a
-"hang" record (detect.hang_crash).
+"hang" record (sysrq.hang_crash).
 
 A VM that QEMU reports as not running (paused, internal error) is not a kernel
 hang: the record says so and the run ends as an infrastructure error.

@@ -1,4 +1,4 @@
-"""Hang handling: detect.hang_crash over SysRq dumps, and the watchdog's rule
+"""Hang handling: sysrq.hang_crash over SysRq dumps, and the watchdog's rule
 (no SSH answer and a silent console, or one printing only stall reports)."""
 import threading
 from pathlib import Path
@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from harness import detect
+from harness import detect, sysrq
 from harness.vm.watchdog import Hang, Watchdog
 
 # the shape of SysRq l on a one-CPU guest, from a real 7.2 console: the
@@ -65,7 +65,7 @@ BLOCKED = """\
 
 
 def test_a_cpu_spinning_in_the_kernel_titles_the_hang():
-    crash = detect.hang_crash(KERNEL_SPIN, "node1", "no SSH answer for 200 s", line=42)
+    crash = sysrq.hang_crash(KERNEL_SPIN, "node1", "no SSH answer for 200 s", line=42)
     assert crash.kind == "hang"
     assert crash.title == "hang in rxe_module_exit"
     assert crash.function == "rxe_module_exit"
@@ -78,19 +78,19 @@ def test_a_cpu_spinning_in_the_kernel_titles_the_hang():
 
 
 def test_a_blocked_task_titles_the_hang_when_no_cpu_is_busy_in_the_kernel():
-    crash = detect.hang_crash(BLOCKED + IDLE, "node2", "")
+    crash = sysrq.hang_crash(BLOCKED + IDLE, "node2", "")
     assert crash.title == "hang: task modprobe blocked in rxe_module_exit"
     assert crash.frames[0] == "rxe_module_exit"
 
 
 def test_a_busy_cpu_beats_a_blocked_task():
-    assert detect.hang_crash(BLOCKED + KERNEL_SPIN, "n", "").title == "hang in rxe_module_exit"
+    assert sysrq.hang_crash(BLOCKED + KERNEL_SPIN, "n", "").title == "hang in rxe_module_exit"
 
 
 def test_user_space_and_idle_cpus():
-    assert detect.hang_crash(USER, "n", "").title == "hang: CPU busy in user space (modprobe)"
-    assert detect.hang_crash(IDLE, "n", "").title == "hang: no output and no SSH answer"
-    empty = detect.hang_crash("", "n", "no console output for 180 s")
+    assert sysrq.hang_crash(USER, "n", "").title == "hang: CPU busy in user space (modprobe)"
+    assert sysrq.hang_crash(IDLE, "n", "").title == "hang: no output and no SSH answer"
+    empty = sysrq.hang_crash("", "n", "no console output for 180 s")
     assert empty.title == "hang: no output and no SSH answer" and empty.truncated
 
 
@@ -177,7 +177,7 @@ def test_the_real_sysrq_dump_of_a_spinning_module_exit():
     text = (Path(__file__).resolve().parent.parent / "data" / "console"
             / "real_demo_hang_rxe_module_exit.log").read_text()
     dump = text[text.index("sysrq: Show Blocked State"):]
-    crash = detect.hang_crash(dump, "node1", "no SSH answer for 85 s")
+    crash = sysrq.hang_crash(dump, "node1", "no SSH answer for 85 s")
     assert crash.title == "hang in rxe_module_exit"
     assert crash.frames[0] == "rxe_module_exit"
     assert crash.modules == ("rdma_rxe",)
@@ -189,6 +189,6 @@ def test_the_real_sysrq_dump_of_a_soft_lockup_names_the_spinning_function():
     SysRq l interrupts it in lkdtm_SOFTLOCKUP."""
     text = (Path(__file__).resolve().parent.parent / "data" / "console"
             / "lkdtm-softlockup.log").read_text()
-    crash = detect.hang_crash(text[text.index("sysrq: Show Blocked State"):], "node1", "")
+    crash = sysrq.hang_crash(text[text.index("sysrq: Show Blocked State"):], "node1", "")
     assert crash.title == "hang in lkdtm_SOFTLOCKUP"
     assert "lkdtm" in crash.modules
