@@ -27,6 +27,7 @@ from .results import baseline
 from .results.model import RunResult, StageRecord
 from .results.summary import print_summary
 from .results.writers import write_json, write_junit
+from .suites import expectations
 from .suites import needs as suite_needs
 from .suites.plugin import SuiteContext, SuiteNode
 from .vm import topology
@@ -136,6 +137,7 @@ def preflight(plan: Plan) -> None:
     recipe = image.load_recipe(plan.image)
     suite_needs.check(plan.suites, plan.kconfig.fragments, recipe.packages,
                       str(plan.source_file), recipe.path or plan.image, plan.kconfig.base)
+    expectations.load(plan.suites, plan.expectations)     # bad entries: exit 2 now
     if plan.vm.init == "systemd" and "systemd-sysv" not in recipe.packages:
         raise PlanError(f"{plan.source_file}: vm.init=systemd needs an image with "
                         f"systemd-sysv; {recipe.path} has none (use image: "
@@ -302,7 +304,11 @@ def _test(ctx: RunContext, kb, nodes: list[QemuNode]) -> None:
         kernel_release=kb.release, modules=plan.modules or suites.DEFAULT_MODULES,
         waived=lambda c: waiver_for(plan, c.title, c.signature),
         module_cycles=plan.modules_cycles,
-        command_timeout=plan.test_timeout, artifacts=ctx.artifacts)
+        command_timeout=plan.test_timeout, artifacts=ctx.artifacts,
+        expectations=expectations.Expectations.resolve(
+            expectations.load(plan.suites, plan.expectations),
+            ctx.tree.path if ctx.tree is not None else None))
+    ctx.result.expectations = sctx.expectations.summary()
 
     # suites.run sends sys.stdout to pytest.log: keep progress on the real terminal
     progress = Console(file=ctx.console.file, highlight=False,
@@ -362,6 +368,7 @@ def _finish(ctx: RunContext, nodes: list[QemuNode]) -> None:
     _verdict(result)
     result.perf, result.warnings = baseline.compare_run(
         result, ctx.run_dir.parent, ctx.plan.perf.baseline, ctx.plan.perf.threshold_percent)
+    result.warnings += expectations.unexpected_passes(result.tests)
     result.finished = datetime.datetime.now().isoformat(timespec="seconds")
     write_json(result, ctx.run_dir / "results.json")
     write_junit(result, ctx.run_dir / "junit.xml")

@@ -4,7 +4,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-STATUSES = ("pass", "fail", "skip", "error", "xfail")
+# xfail: failed as an expectation (suites/expectations) says it does;
+# xpass: passed although one says it fails
+STATUSES = ("pass", "fail", "skip", "error", "xfail", "xpass")
 
 
 @dataclass(frozen=True)
@@ -25,6 +27,7 @@ class TestRecord:
     seconds: float
     message: str = ""
     metrics: dict[str, float] = field(default_factory=dict)
+    provider: str = ""   # the RDMA provider the row ran on (rxe, siw), if any
 
 
 @dataclass
@@ -49,6 +52,8 @@ class RunResult:
     perf: dict[str, Any] = field(default_factory=dict)
     # not failures: [{kind: perf-drop, message, test, metric, value, baseline, ...}]
     warnings: list[dict[str, Any]] = field(default_factory=list)
+    # the known-failure entries in force ({entries, lifted}), suites/expectations.py
+    expectations: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from rich.table import Table
 from .model import RunResult
 
 _STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skip": "yellow",
-          "xfail": "yellow"}
+          "xfail": "yellow", "xpass": "yellow"}
 
 
 def _metrics(metrics: dict[str, float]) -> str:
@@ -48,6 +48,8 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
         if suspect:
             console.print(f"  suspected: {escape(suspect['evidence'])}", soft_wrap=True)
     _print_perf(result, console)
+    for warning in result.warnings:      # perf drops, unexpected passes: not the verdict
+        console.print(f"[yellow]warning[/] {escape(warning['message'])}", soft_wrap=True)
     counts = {s: sum(1 for t in result.tests if t.status == s) for s in _STYLE}
     kernel = result.kernel
     console.print(
@@ -94,8 +96,7 @@ def _print_series(result: RunResult, console: Console) -> None:
 
 
 def _print_perf(result: RunResult, console: Console) -> None:
-    """Which run the perf metrics were compared with, and the large drops
-    (warnings: they do not change the verdict)."""
+    """Which run the perf metrics were compared with (its drops are warnings)."""
     perf = result.perf
     if perf:
         if perf.get("baseline_run"):
@@ -106,5 +107,3 @@ def _print_perf(result: RunResult, console: Console) -> None:
         else:
             console.print(f"perf baseline: none ({escape(perf.get('note', ''))})",
                           soft_wrap=True)
-    for warning in result.warnings:
-        console.print(f"[yellow]warning[/] {escape(warning['message'])}", soft_wrap=True)

@@ -21,6 +21,7 @@ import pytest
 from .. import detect
 from ..guest import Session
 from ..results.model import TestRecord
+from .expectations import Expectations
 
 
 @dataclass
@@ -44,14 +45,19 @@ class SuiteContext:
     # where add_record sends a row; HarnessPlugin sets it (records order, progress)
     record_sink: Callable[[TestRecord], None] | None = None
     artifacts: dict[str, Path] = field(default_factory=dict)  # harness/selftests.py builds
+    # known failures: a failing row they name becomes xfail, a passing one xpass
+    expectations: Expectations = field(default_factory=Expectations)
 
-    def add_record(self, record: TestRecord) -> None:
+    def add_record(self, record: TestRecord) -> TestRecord:
         """An extra result row from inside a test (one per case of a runner
-        the test drives), besides the test's own row."""
+        the test drives), besides the test's own row. Returns the row as the
+        expectations made it: a test deciding from its cases' rows reads these."""
+        record = self.expectations.apply(record)
         if self.record_sink is None:
             self.records.append(record)
         else:
             self.record_sink(record)
+        return record
 
 
 def _status(report: pytest.TestReport) -> str:
@@ -154,6 +160,7 @@ class HarnessPlugin:
         key = report.nodeid
         props = dict(report.user_properties)
         node = props.pop("node", "")
+        provider = str(props.pop("provider", ""))
         if not node and "[" in key:
             node = next((n.name for n in self.context.nodes
                          if n.name in key.split("[", 1)[1]), "")
@@ -176,9 +183,12 @@ class HarnessPlugin:
         self._pending[key] = TestRecord(
             suite=self.suite_of.get(file_name, file_name), name=key.split("::", 1)[-1],
             node=node, status=status, seconds=round(seconds, 3), message=message,
-            metrics=metrics)
-        if report.when == "teardown" and self.on_result:
-            self.on_result(self._pending[key])
+            metrics=metrics, provider=provider or (previous.provider if previous else ""))
+        if report.when == "teardown":
+            if not splats:        # a known failure never hides a kernel splat
+                self._pending[key] = self.context.expectations.apply(self._pending[key])
+            if self.on_result:
+                self.on_result(self._pending[key])
 
     def pytest_sessionfinish(self) -> None:
         self.context.records.extend(self._pending.values())

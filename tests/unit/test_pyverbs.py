@@ -60,7 +60,8 @@ def test_every_announced_case_has_exactly_one_row_with_its_status(capture):
 def test_rxe_counts_and_the_modules_that_crash_at_exit():
     records = rows("rxe.out")
     assert counts(records) == {"cases": 321, "executed": 110, "passed": 109, "skipped": 211,
-                               "failed": 0, "errors": 1, "crashes": 2}
+                               "failed": 0, "errors": 1, "expected_failures": 0,
+                               "unexpected_passes": 0, "crashes": 2}
     named = by_name(records)
     for module, cases, stderr in (("test_flow", 5, "Failed to close CQ"),
                                   ("test_parent_domain", 6, "Failed to dealloc PD")):
@@ -85,7 +86,8 @@ def test_rxe_counts_and_the_modules_that_crash_at_exit():
 def test_siw_errors_are_rows_of_their_own_with_the_exception_first():
     records = rows("siw.out", "siw")
     assert counts(records) == {"cases": 321, "executed": 43, "passed": 31, "skipped": 278,
-                               "failed": 0, "errors": 12, "crashes": 0}
+                               "failed": 0, "errors": 12, "expected_failures": 0,
+                               "unexpected_passes": 0, "crashes": 0}
     srq = by_name(records)["pyverbs[siw] tests.test_srq.SrqTestCase.test_rc_srq_traffic"]
     assert srq.status == "error"
     first, second = srq.message.splitlines()[:2]
