@@ -69,7 +69,7 @@ def test_results_json_has_the_documented_shape(tmp_path):
     assert len(data["tests"]) == 6
     for test in data["tests"]:
         assert set(test) == {"suite", "name", "node", "status", "seconds", "message",
-                             "metrics"}
+                             "metrics", "provider"}
     pingpong = data["tests"][3]
     assert pingpong["metrics"] == {"gbps": 1.5, "usec_per_iter": 12.0}
     assert pingpong["node"] == "node1" and pingpong["suite"] == "verbs-smoke"
