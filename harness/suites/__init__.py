@@ -16,6 +16,7 @@ SUITES = {
     "verbs-smoke": "test_verbs_smoke.py",
     # the counters the demo-rxe-counters series adds (patches/demo-rxe-counters)
     "rxe-counters": "test_rxe_counters.py",
+    "verbs": "test_verbs.py",   # verbs and rdma_cm tools on rxe and siw, skips from device caps
     # NVMe CMB as p2pmem: P2P DMA and the system-memory fallback (node1 gets NVMe devices)
     "p2pdma": "test_p2pdma.py",
     "pyverbs": "test_pyverbs.py",   # rdma-core's Python tests on rxe and siw, a row per case

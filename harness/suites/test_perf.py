@@ -237,6 +237,7 @@ def test_rdma(fabric, out_json, tool, record_property):
     spec = PERFTESTS[tool]
     server_node, client_node = fabric["server"], fabric["client"]
     record_property("node", client_node.name)
+    record_property("provider", "rxe")
     base = [tool, "-d", DEV, "-x", str(fabric["gid"]), "-p", str(spec.port), *spec.args]
     reports = {side: f"/tmp/harness-perf-{tool}-{side}.json" if out_json else None
                for side in ("server", "client")}
