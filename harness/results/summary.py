@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .model import RunResult
+from .model import STATUSES, RunResult
 
 _STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skip": "yellow",
           "xfail": "yellow", "xpass": "yellow"}
@@ -27,17 +27,7 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
     console.print(stages)
     _print_series(result, console)
     if result.tests:
-        tests = Table(title="tests", show_edge=False)
-        for column in ("suite", "test", "node", "status", "seconds", "metrics / message"):
-            tests.add_column(column)
-        for t in result.tests:
-            message = t.message.splitlines()[0][:80] if t.message else ""
-            detail = (message or _metrics(t.metrics)) if t.status in ("fail", "error") \
-                else (_metrics(t.metrics) or message)
-            tests.add_row(escape(t.suite), escape(t.name), escape(t.node),
-                          f"[{_STYLE.get(t.status, '')}]{t.status}", f"{t.seconds:.1f}",
-                          escape(detail))
-        console.print(tests)
+        _print_tests(result, console)
     for crash in result.crashes:
         where = f" during {crash['test']}" if crash.get("test") else ""
         label = (f"[yellow]waived crash[/] ({escape(crash['waived'])})"
@@ -60,6 +50,47 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
     style = _STYLE.get({"error": "error"}.get(result.verdict, result.verdict), "")
     console.print(f"verdict: [{style}]{result.verdict}[/] (exit {result.exit_code}); "
                   f"run directory: {escape(run_dir)}")
+
+
+# above this many rows (pyverbs alone gives ~650) the table lists only the rows
+# that need a look; every row is in results.json and junit.xml
+FULL_TABLE_ROWS = 80
+_ATTENTION = ("fail", "error", "xpass")
+
+
+def _print_tests(result: RunResult, console: Console) -> None:
+    shown = result.tests
+    title = "tests"
+    if len(shown) > FULL_TABLE_ROWS:
+        shown = [t for t in result.tests if t.status in _ATTENTION]
+        title = (f"tests: the {len(shown)} of {len(result.tests)} rows that failed, errored "
+                 "or passed unexpectedly (all rows: results.json, junit.xml)")
+    if shown:
+        tests = Table(title=title, show_edge=False)
+        for column in ("suite", "test", "node", "status", "seconds", "metrics / message"):
+            tests.add_column(column)
+        for t in shown:
+            message = t.message.splitlines()[0][:80] if t.message else ""
+            detail = (message or _metrics(t.metrics)) if t.status in ("fail", "error") \
+                else (_metrics(t.metrics) or message)
+            tests.add_row(escape(t.suite), escape(t.name), escape(t.node),
+                          f"[{_STYLE.get(t.status, '')}]{t.status}", f"{t.seconds:.1f}",
+                          escape(detail))
+        console.print(tests)
+    else:
+        console.print(title.split(":")[0] + ": no row failed, errored or passed unexpectedly")
+    names = list(dict.fromkeys(t.suite for t in result.tests))
+    if len(names) == 1 and shown is result.tests:
+        return           # the table above says it all
+    suites = Table(title="rows per suite", show_edge=False)
+    for column in ("suite", *STATUSES):
+        suites.add_column(column)
+    for suite in names:
+        rows = [t for t in result.tests if t.suite == suite]
+        suites.add_row(escape(suite), *(
+            f"[{_STYLE.get(s, '')}]{n}" if (n := sum(t.status == s for t in rows)) else ""
+            for s in STATUSES))
+    console.print(suites)
 
 
 def _print_series(result: RunResult, console: Console) -> None:

@@ -2,7 +2,8 @@
 .config, so no extra build): every suite gives its rows from real guests.
 
 Runs in CI: hmm, kselftest-rdma, p2pdma and perf (about 6 minutes on 2 cores
-under TCG, kernel cached by the quickstart e2e)."""
+under TCG, kernel cached by the quickstart e2e), and verbs + pyverbs on rxe
+and siw (about 6 minutes more on a quiet host)."""
 from __future__ import annotations
 
 import collections
@@ -50,3 +51,38 @@ def test_hmm_kselftest_rdma_p2pdma_and_perf(tmp_path):
     assert any(t["metrics"].get("throughput_mbit_s", 0) > 0 and "iperf3" in t["name"]
                for t in perf)
     assert "selftests" in [s["name"] for s in results["stages"]]
+
+
+def test_verbs_matrix_and_pyverbs_on_rxe_and_siw(tmp_path):
+    # a guest command that hangs costs test_timeout: 300 s is still 20x what any
+    # pingpong or pyverbs module takes here
+    _, results = run(tmp_path, "suites=[verbs,pyverbs]", "test_timeout=300")
+    verbs = {t["name"]: t for t in results["tests"] if t["suite"] == "verbs"}
+    status = {name: t["status"] for name, t in verbs.items()}
+    # RoCE (rxe): every QP type rxe has, ODP included, and the rdma_cm tools
+    for case in ("ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong",
+                 "ibv_rc_pingpong-odp"):
+        assert status[f"test_pingpong[rxe-{case}]"] == "pass", verbs[f"test_pingpong[rxe-{case}]"]
+        assert verbs[f"test_pingpong[rxe-{case}]"]["metrics"]["throughput_mbit_s"] > 0
+    for tool in ("rping", "rdma_server-rdma_client", "ucmatose", "udaddy"):
+        assert status[f"test_rdma_cm[rxe-{tool}]"] == "pass"
+    # iWARP (siw): the CM tools pass, the pingpongs skip with the device's own caps
+    for tool in ("rping", "rdma_server-rdma_client", "ucmatose"):
+        assert status[f"test_rdma_cm[siw-{tool}]"] == "pass"
+    siw_rc = verbs["test_pingpong[siw-ibv_rc_pingpong]"]
+    assert siw_rc["status"] == "skip" and "iWARP" in siw_rc["message"]
+    assert {t["provider"] for t in verbs.values()} == {"rxe", "siw"}
+
+    # pyverbs: every case a row; >= 100 executed on rxe; the known failures are
+    # xfail with their reason (harness/suites/expectations/pyverbs.yaml)
+    py = [t for t in results["tests"] if t["suite"] == "pyverbs"]
+    mains = {t["name"]: t for t in py if t["name"].startswith("test_pyverbs[")}
+    assert set(mains) == {"test_pyverbs[rxe]", "test_pyverbs[siw]"}
+    rxe = mains["test_pyverbs[rxe]"]["metrics"]
+    assert rxe["cases"] >= 300 and rxe["executed"] >= 100 and rxe["passed"] >= 100
+    siw_cases = [t for t in py if t["name"].startswith("pyverbs[siw] tests.")]
+    assert len(siw_cases) >= 300
+    xfails = [t for t in py if t["status"] == "xfail"]
+    assert all("expectations/pyverbs.yaml" in t["message"].splitlines()[0] for t in xfails)
+    assert any(t["provider"] == "siw" for t in xfails)
+    assert results["expectations"]["entries"]

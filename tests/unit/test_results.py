@@ -192,3 +192,30 @@ def test_summary_shows_test_ids_and_messages_as_text():
     assert "expected ',' or ']' in [modules" in text
     assert "run directory: runs/[x]" in text
     assert "verdict: fail (exit 1)" in text
+
+
+def test_summary_of_hundreds_of_rows_lists_only_those_to_look_at_and_counts_per_suite():
+    import io
+
+    from rich.console import Console
+
+    from harness.results.summary import FULL_TABLE_ROWS, print_summary
+
+    result = make_result()
+    result.tests = [Record("pyverbs", f"pyverbs[rxe] tests.t.C.test_{i}", "node1",
+                           "pass" if i % 3 else "skip", 0.1) for i in range(FULL_TABLE_ROWS)]
+    result.tests += [Record("pyverbs", "pyverbs[siw] tests.t.C.known", "node1", "xfail", 0.1,
+                            "expected error: iWARP"),
+                     Record("pyverbs", "pyverbs[siw] tests.t.C.fixed", "node1", "xpass", 0.1,
+                            "passed, but expected to fail"),
+                     Record("verbs", "test_pingpong[rxe-ibv_rc_pingpong]", "node2", "fail", 3.0,
+                            "client exit 1")]
+    out = io.StringIO()
+    print_summary(result, Console(file=out, width=300, highlight=False), "runs/x")
+    text = out.getvalue()
+    assert "the 2 of 83 rows that failed, errored or passed unexpectedly" in text
+    assert "pyverbs[siw] tests.t.C.fixed" in text and "test_pingpong[rxe-ibv_rc_pingpong]" in text
+    assert "tests.t.C.test_1 " not in text and "tests.t.C.known" not in text
+    counts = text.split("rows per suite", 1)[1]
+    pyverbs = next(line for line in counts.splitlines() if line.startswith(" pyverbs "))
+    assert [c.strip() for c in pyverbs.split("│")[1:]] == ["53", "", "27", "", "1", "1"]
