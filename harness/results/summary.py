@@ -38,6 +38,10 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
         if suspect:
             console.print(f"  suspected: {escape(suspect['evidence'])}", soft_wrap=True)
     _print_perf(result, console)
+    for lifted in (result.expectations or {}).get("lifted", ()):
+        console.print(f"known failure no longer expected: {escape(lifted['suite'])} "
+                      f"{escape(lifted['test'])} on {escape(lifted['provider'])} "
+                      f"({escape(lifted['lifted'])})", soft_wrap=True)
     for warning in result.warnings:      # perf drops, unexpected passes: not the verdict
         console.print(f"[yellow]warning[/] {escape(warning['message'])}", soft_wrap=True)
     counts = {s: sum(1 for t in result.tests if t.status == s) for s in _STYLE}

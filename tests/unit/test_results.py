@@ -194,6 +194,23 @@ def test_summary_shows_test_ids_and_messages_as_text():
     assert "verdict: fail (exit 1)" in text
 
 
+def test_summary_names_known_failures_the_tree_has_the_fix_for():
+    import io
+
+    from rich.console import Console
+
+    from harness.results.summary import print_summary
+
+    result = make_result()
+    result.expectations = {"entries": [], "lifted": [
+        {"suite": "pyverbs", "provider": "siw", "test": "tests.test_mr.*", "reason": "r",
+         "source": "x.yaml", "lifted": "the tree has a commit 'RDMA/siw: fix [rereg]'"}]}
+    out = io.StringIO()
+    print_summary(result, Console(file=out, width=300, highlight=False), "runs/x")
+    assert ("known failure no longer expected: pyverbs tests.test_mr.* on siw (the tree has "
+            "a commit 'RDMA/siw: fix [rereg]')") in out.getvalue()
+
+
 def test_summary_of_hundreds_of_rows_lists_only_those_to_look_at_and_counts_per_suite():
     import io
 
