@@ -278,7 +278,9 @@ class Fabric:
         return reasons
 
 
-def _wait_active(node, dev: str) -> None:
+def wait_active(node, dev: str) -> None:
+    """Until port 1 of `dev` on `node` is ACTIVE (fails the test after
+    PORT_ACTIVE_TIMEOUT)."""
     deadline = time.monotonic() + PORT_ACTIVE_TIMEOUT
     state = None
     while time.monotonic() < deadline:
@@ -316,7 +318,9 @@ def _usable_gid(node, dev: str, caps: DeviceCaps) -> int | None:
     return index
 
 
-def _add_link(node, dev: str, provider: str, ctx) -> None:
+def add_link(node, dev: str, provider: str, ctx) -> None:
+    """Load `provider`'s module and the userspace access modules, add `dev`
+    on the node's L2 NIC (fails the test when either does not work)."""
     load = node.ssh.run(["modprobe", "-a", PROVIDERS[provider], *USERSPACE_MODULES],
                         timeout=ctx.command_timeout)
     if not load.ok:
@@ -338,10 +342,10 @@ def provider_fabric(nodes, ctx, provider: str):
     pair, added = nodes[:2], []
     try:
         for node in pair:
-            _add_link(node, dev, provider, ctx)
+            add_link(node, dev, provider, ctx)
             added.append(node)
         for node in pair:
-            _wait_active(node, dev)
+            wait_active(node, dev)
         caps = {node.name: _device_caps(node, dev, ctx) for node in pair}
         gids = {node.name: _usable_gid(node, dev, caps[node.name]) for node in pair}
         yield Fabric(provider, dev, pair[0], pair[1], caps, gids)

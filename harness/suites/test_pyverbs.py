@@ -13,7 +13,6 @@ an error; its metrics count the cases."""
 from __future__ import annotations
 
 import json
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,10 +20,10 @@ import pytest
 
 from harness.results.model import TestRecord
 from harness.suites import pyverbs_runner
+from harness.suites.fabric import add_link, device_name, wait_active
 
 SUITE = "pyverbs"
 TESTS_IN_IMAGE = "/usr/share/doc/rdma-core/tests"
-PORT_ACTIVE_TIMEOUT = 120
 # modules per guest command: each command costs ~3 s under TCG (SSH, the
 # runner's own start); rows show after each command
 MODULES_PER_COMMAND = 8
@@ -33,15 +32,13 @@ MODULES_PER_COMMAND = 8
 @dataclass(frozen=True)
 class Provider:
     device: str
-    link_type: str
-    kernel_module: str
     gid: int          # GID index the tests use (--gid)
 
 
 PROVIDERS = {
     # index 1: the IPv4-mapped RoCE v2 GID (0 is the IPv6 link-local one)
-    "rxe": Provider("rxe0", "rxe", "rdma_rxe", gid=1),
-    "siw": Provider("siw0", "siw", "siw", gid=0),
+    "rxe": Provider(device_name("rxe"), gid=1),
+    "siw": Provider(device_name("siw"), gid=0),
 }
 
 
@@ -194,26 +191,12 @@ def tree(nodes, ctx):
     node.ssh.run(["rm", "-rf", directory], timeout=60)
 
 
-def _wait_active(node, device: str) -> None:
-    deadline = time.monotonic() + PORT_ACTIVE_TIMEOUT
-    while time.monotonic() < deadline:
-        state = node.ssh.run(["cat", f"/sys/class/infiniband/{device}/ports/1/state"],
-                             timeout=30)
-        if "ACTIVE" in state.stdout:
-            return
-        time.sleep(1)
-    pytest.fail(f"{node.name}: {device} port 1 not ACTIVE within {PORT_ACTIVE_TIMEOUT} s")
-
-
 @pytest.fixture
 def link(tree, ctx, provider):
     node, spec = tree[0], PROVIDERS[provider]
-    node.ssh.run(["modprobe", "-a", spec.kernel_module, "ib_uverbs", "rdma_ucm"],
-                 timeout=ctx.command_timeout, check=True)
-    node.ssh.run(["rdma", "link", "add", spec.device, "type", spec.link_type, "netdev",
-                  node.l2_nic], timeout=ctx.command_timeout, check=True)
+    add_link(node, spec.device, provider, ctx)
     try:
-        _wait_active(node, spec.device)
+        wait_active(node, spec.device)
         yield spec
     finally:
         node.ssh.run(["rdma", "link", "delete", spec.device], timeout=ctx.command_timeout)
