@@ -6,7 +6,7 @@ passes becomes `xpass` (reported as a warning: the entry is probably stale).
 A suite file maps a provider ("rxe", "siw", ... or "any") to entries:
 
     siw:
-      - test: tests.test_mr.MRTest.test_mr_rereg_*     # shell glob
+      - test: tests.test_mr.MRTest.test_mr_rereg_*     # exact, or a shell glob
         reason: iWARP QPs are connected by the iw_cm, not by modify_qp to RTS
         intermittent: false      # true: a pass is just a pass (no xpass)
         until: {commit: 0123abcdef, subject: "RDMA/siw: ..."}   # optional
@@ -49,8 +49,9 @@ class Expectation:
             return False
         prefix = f"{record.suite}[{record.provider}] "
         case = record.name[len(prefix):] if record.name.startswith(prefix) else None
-        return fnmatch.fnmatchcase(record.name, self.test) or (
-            case is not None and fnmatch.fnmatchcase(case, self.test))
+        # exact first: pytest ids carry brackets, which a glob reads as a class
+        names = (record.name,) if case is None else (record.name, case)
+        return self.test in names or any(fnmatch.fnmatchcase(n, self.test) for n in names)
 
     def to_dict(self) -> dict:
         return {"suite": self.suite, "provider": self.provider, "test": self.test,

@@ -67,8 +67,12 @@ def test_verbs_matrix_and_pyverbs_on_rxe_and_siw(tmp_path):
     for tool in ("rping", "rdma_server-rdma_client", "ucmatose", "udaddy"):
         assert status[f"test_rdma_cm[rxe-{tool}]"] == "pass"
     # iWARP (siw): the CM tools pass, the pingpongs skip with the device's own caps
-    for tool in ("rping", "rdma_server-rdma_client", "ucmatose"):
+    for tool in ("rping", "rdma_server-rdma_client"):
         assert status[f"test_rdma_cm[siw-{tool}]"] == "pass"
+    # intermittently a CONNECT_ERROR: then xfail with the reason (expectations/verbs.yaml)
+    ucmatose = verbs["test_rdma_cm[siw-ucmatose]"]
+    assert ucmatose["status"] == "pass" or (
+        ucmatose["status"] == "xfail" and "expectations/verbs.yaml" in ucmatose["message"])
     siw_rc = verbs["test_pingpong[siw-ibv_rc_pingpong]"]
     assert siw_rc["status"] == "skip" and "iWARP" in siw_rc["message"]
     assert {t["provider"] for t in verbs.values()} == {"rxe", "siw"}

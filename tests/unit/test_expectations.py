@@ -212,3 +212,14 @@ def test_every_shipped_file_loads_and_names_a_known_suite():
         assert path.stem in suites.SUITES, f"{path.name}: no suite {path.stem}"
         assert expectations.load((path.stem,))
     assert json.dumps(shipped().summary())      # results.json can carry it
+
+
+def test_a_pytest_id_with_brackets_matches_exactly_and_the_shipped_verbs_entry_is_intermittent():
+    verbs = shipped("verbs")
+    failing = Record("verbs", "test_rdma_cm[siw-ucmatose]", "node2", "fail", 4.5,
+                     "client: RDMA_CM_EVENT_CONNECT_ERROR, error: -22", provider="siw")
+    assert verbs.apply(failing).status == "xfail"
+    passing = Record("verbs", "test_rdma_cm[siw-ucmatose]", "node2", "pass", 4.0, provider="siw")
+    assert verbs.apply(passing) == passing
+    on_rxe = Record("verbs", "test_rdma_cm[rxe-ucmatose]", "node2", "fail", 4.0, provider="rxe")
+    assert verbs.apply(on_rxe) == on_rxe
