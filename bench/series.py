@@ -22,7 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import patchcheck, plan as plan_mod, proc, runner, series, source  # noqa: E402
+from harness import plan as plan_mod, proc, runner, series, source  # noqa: E402
+from harness.series import check as patchcheck  # noqa: E402
 from harness.cache import Cache  # noqa: E402
 from harness.source import GIT_ENV  # noqa: E402
 

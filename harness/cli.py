@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         from .doctor import doctor
         return doctor(console)
     if args.command == "config":
-        from .config_cli import config_command
+        from .kconfig.cli import config_command
         return config_command(args, console)
     from .cache import Cache
     from .runner import run

@@ -18,7 +18,7 @@ from typing import Any, Callable
 
 import yaml
 
-from .apt import host_mirror
+from .source.apt import host_mirror
 from .cache import Cache, digest
 from .errors import EXIT_BAD_INPUT, EXIT_INFRA, ImageError
 from .proc import run

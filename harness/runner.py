@@ -18,9 +18,11 @@ import yaml
 from rich.console import Console
 from rich.markup import escape
 
-from . import (blame, build, detect, image, kconfig, patchcheck, selftests, series, source,
-               suites, sysrq)
+from . import build, detect, image, kconfig, selftests, series, source, suites
+from .series import blame
+from .series import check as patchcheck
 from .cache import Cache, digest
+from .detect import markers
 from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, PlanError, SuiteError
 from .plan import Plan, waiver_for
 from .results import baseline
@@ -354,13 +356,14 @@ def _finish(ctx: RunContext, nodes: list[QemuNode]) -> None:
                 (node.dir / "dmesg.txt").write_text(dmesg.stdout)
         node.stop()
         text = node.console_text()
+        spans = markers.TestSpans(text)
         for crash in detect.find_crashes(text, node=node.name):
-            result.crashes.append(_crash_record(ctx, crash, text))
+            result.crashes.append(_crash_record(ctx, crash, spans))
         if node.hang is not None:
             hang = node.hang
             line = node.console.read_bytes()[:hang.console_offset].count(b"\n") + 1
-            crash = sysrq.hang_crash(hang.dump, node.name, hang.reason, line)
-            record = _crash_record(ctx, crash, text)
+            crash = detect.hang_crash(hang.dump, node.name, hang.reason, line)
+            record = _crash_record(ctx, crash, spans)
             # QEMU itself stopped the VM (paused, internal error): not the kernel
             record.update(vm_status=hang.vm_status, silent_seconds=hang.silent_seconds,
                           infrastructure=hang.vm_status != "running")
@@ -375,11 +378,11 @@ def _finish(ctx: RunContext, nodes: list[QemuNode]) -> None:
     print_summary(result, ctx.console, str(ctx.run_dir))
 
 
-def _crash_record(ctx: RunContext, crash: detect.Crash, console: str) -> dict:
+def _crash_record(ctx: RunContext, crash: detect.Crash, spans: markers.TestSpans) -> dict:
     """The crash with the test that was running (from the markers the suites
     write to /dev/kmsg, which reach the console) and the suspected patch."""
     record = asdict(crash)
-    record["test"] = _test_at(console, crash.line)
+    record["test"] = spans.test_at(crash.line)
     record["stage"] = "test" if record["test"] else "boot"
     patches = [blame.Patch(p["index"], p["commit"], p["subject"], tuple(p.get("files", ())))
                for s in ctx.result.series for p in s["patches"]]
@@ -391,18 +394,6 @@ def _crash_record(ctx: RunContext, crash: detect.Crash, console: str) -> dict:
     waiver = waiver_for(ctx.plan, crash.title, crash.signature)
     record["waived"] = waiver.reason if waiver else ""
     return record
-
-
-def _test_at(console: str, line: int) -> str:
-    """The test whose begin marker precedes console line `line` (1-based) with
-    no end marker in between."""
-    current = ""
-    for text in console.splitlines()[:line]:
-        if "harness: begin " in text:
-            current = text.split("harness: begin ", 1)[1].strip()
-        elif "harness: end " in text:
-            current = ""
-    return current
 
 
 def _verdict(result: RunResult) -> None:

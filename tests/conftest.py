@@ -24,6 +24,18 @@ def qemu_pids(under: Path | None = None) -> set[int]:
     return {int(p) for p in out.split()}
 
 
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite the golden files under tests/data from what the code "
+                          "gives now, instead of comparing; review the diff before committing")
+
+
+@pytest.fixture(scope="session")
+def update_golden(request) -> bool:
+    """True under --update-golden: a golden test writes its expected file."""
+    return bool(request.config.getoption("--update-golden"))
+
+
 @pytest.fixture(scope="session")
 def cache() -> Cache:
     return Cache()

@@ -10,7 +10,6 @@ its own status (the test decides whether its cases' failures fail it)."""
 from __future__ import annotations
 
 import contextlib
-import shlex
 import types
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, Callable
 import pytest
 
 from .. import detect
+from ..detect import markers
 from ..guest import Session
 from ..results.model import TestRecord
 from .expectations import Expectations
@@ -80,10 +80,6 @@ def _message(report: pytest.TestReport) -> str:
     return crash or text[-2000:]
 
 
-def _marker(kind: str, item: pytest.Item) -> str:
-    return f"harness: {kind} {item.nodeid}"
-
-
 def fixtures(context: SuiteContext) -> types.ModuleType:
     """A plugin module holding the session fixtures `ctx` and `nodes`."""
     module = types.ModuleType("harness_suite_fixtures")
@@ -133,23 +129,22 @@ class HarnessPlugin:
         if not self._opened:       # later tests are opened by the previous teardown
             self._opened = True
             for node in self.context.nodes:
-                node.ssh.run(["sh", "-c", f"echo {shlex.quote(_marker('begin', item))} "
-                              "> /dev/kmsg"], timeout=30)
+                node.ssh.run(["sh", "-c", markers.kmsg_script(markers.begin(item.nodeid))],
+                             timeout=30)
 
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem) -> None:
         """One command per node: close this test's dmesg window, read it, open
         the next test's (blktests style). A splat in the window fails the test."""
-        end, begin = _marker("end", item), _marker("begin", item)
-        script = f"echo {shlex.quote(end)} > /dev/kmsg; dmesg"
+        script = markers.kmsg_script(markers.end(item.nodeid)) + "; dmesg"
         if nextitem is not None:
-            script += f"; echo {shlex.quote(_marker('begin', nextitem))} > /dev/kmsg"
+            script += "; " + markers.kmsg_script(markers.begin(nextitem.nodeid))
         found = []
         for node in self.context.nodes:
             try:
                 out = node.ssh.run(["sh", "-c", script], timeout=60).stdout
             except Exception:      # a dead node: the runner reads its console
                 continue
-            window = out.rsplit(begin, 1)[-1].split(end, 1)[0] if begin in out else ""
+            window = markers.window(out, item.nodeid)
             found += [f"{node.name}: {c.title}" for c in detect.find_crashes(window)
                       if not self.context.waived(c)]
         if found:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import blame
+from harness.series import blame
 from harness.source import GIT_ENV
 
 BASE = """\

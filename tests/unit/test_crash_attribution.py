@@ -1,6 +1,7 @@
 """A crash in the console is attributed to the test whose markers enclose it
 (the suites write `harness: begin/end <test>` to /dev/kmsg around each test)."""
 from harness import detect, runner
+from harness.detect import markers
 
 CONSOLE = """\
 [    1.000000] Linux version 7.2.13+ (harness@localhost)
@@ -25,14 +26,14 @@ CONSOLE = """\
 def test_crash_is_attributed_to_the_enclosing_test():
     (crash,) = detect.find_crashes(CONSOLE, node="node1")
     assert crash.title == "WARNING in rxe_requester"
-    assert runner._test_at(CONSOLE, crash.line) == \
+    assert markers.TestSpans(CONSOLE).test_at(crash.line) == \
         "test_verbs_smoke.py::test_pingpong[ibv_rc_pingpong]"
 
 
 def test_crash_outside_any_test_is_during_boot():
     text = "[    0.5] BUG: kernel NULL pointer dereference, address: 0000000000000000\n" + CONSOLE
-    assert runner._test_at(text, 1) == ""
-    assert runner._test_at(CONSOLE, 3) == ""          # after the first test ended
+    assert markers.TestSpans(text).test_at(1) == ""
+    assert markers.TestSpans(CONSOLE).test_at(3) == ""          # after the first test ended
 
 
 def test_a_waived_crash_does_not_fail_the_run_but_an_unwaived_one_does():

@@ -155,7 +155,7 @@ def test_excerpt_is_the_raw_lines_from_the_header_on():
 def test_excerpt_stops_after_two_hundred_lines():
     text = with_prefix([WARNING_HEADER] + [f" frame_{i}+0x1/0x2" for i in range(300)], "time")
     excerpt = find_crashes(text)[0].excerpt.splitlines()
-    assert len(excerpt) == detect.MAX_EXCERPT == 200
+    assert len(excerpt) == detect.parser.MAX_EXCERPT == 200
     assert excerpt[-1].endswith("frame_198+0x1/0x2")
 
 

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from harness import detect, sysrq
+from harness import detect
+from harness.detect import sysrq
 from harness.vm.watchdog import Hang, Watchdog
 
 # the shape of SysRq l on a one-CPU guest, from a real 7.2 console: the

@@ -136,7 +136,7 @@ def test_unknown_symbols_are_bad_input_before_missing_ones(tmp_path):
 
 
 def test_missing_symbols_carry_why_and_the_checked_fix(tmp_path):
-    from harness.kconfig_explain import Explanation
+    from harness.kconfig.explain import Explanation
     request = kconfig.Request("ZONE_DEVICE", "y", "/k/gpu.config", 1, "device memory")
     exp = Explanation("ZONE_DEVICE", "y", "n", "gpu.config:1",
                       "ZONE_DEVICE [=n] depends on MEMORY_HOTPLUG [=n]",

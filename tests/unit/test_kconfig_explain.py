@@ -1,7 +1,7 @@
 """The pure parts of kconfig_explain: rendering expressions as menuconfig does,
 fix lines, and the fix markers. The explanations themselves are checked against
 a real 7.2 tree in tests/integration/test_config_check.py."""
-from harness import kconfig_explain as ke
+from harness.kconfig import explain as ke
 
 
 def sym(name, value, const=False):

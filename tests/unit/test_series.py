@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import patchcheck, series
+from harness import series
+from harness.series import check as patchcheck
 from harness.errors import SeriesError
 from harness.source import GIT_ENV, SourceTree
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import apt as apt_mod
+from harness.source import apt as apt_mod
 from harness import proc
-from harness.apt import Offer, PrivateApt, host_mirror
+from harness.source.apt import Offer, PrivateApt, host_mirror
 from harness.errors import EXIT_BAD_INPUT, SourceError
-from harness.source import _drop_debian_ignore_rule, check_kernel_tree, kernel_version
+from harness.source.tree import _drop_debian_ignore_rule, check_kernel_tree, kernel_version
 
 MIRROR = "http://mirror.example/debian"
 

@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import proc
-from .cache import locked, write_atomic
-from .errors import SourceError
+from .. import proc
+from ..cache import locked, write_atomic
+from ..errors import SourceError
 
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 LISTS_MAX_AGE = 6 * 3600

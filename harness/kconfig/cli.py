@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from . import kconfig, source
-from .cache import Cache
-from .errors import HarnessError
+from .. import kconfig, source
+from ..cache import Cache
+from ..errors import HarnessError
 
 
 def config_command(args: argparse.Namespace, console: Console) -> int:

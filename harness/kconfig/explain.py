@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .kconfig_tool import KconfigDB
+from .tool import KconfigDB
 
 TRI = {"n": 0, "m": 1, "y": 2}
 _ROUNDS = 4

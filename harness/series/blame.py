@@ -15,8 +15,8 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from . import proc
-from .errors import SourceError
+from .. import proc
+from ..errors import SourceError
 
 _HUNK_FUNC = re.compile(r"^@@ [^@]+ @@ ?(?P<ctx>.*)$")
 _C_FUNC = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*\([^;]*$")

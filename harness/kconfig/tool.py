@@ -1,4 +1,4 @@
-"""The tree's own Kconfig parser as a service: harness/kconfig_dump.c, linked
+"""The tree's own Kconfig parser as a service: harness/kconfig/dump.c, linked
 against the tree's scripts/kconfig objects (built by any `make *config` in the
 object directory), run with the environment `make` gives scripts/kconfig/conf,
 answers line requests (`read`, `sym`, `selectors`) with JSON. kconfiglib 14.1
@@ -10,10 +10,10 @@ import json
 import os
 from pathlib import Path
 
-from . import proc
-from .errors import ConfigError
+from .. import proc
+from ..errors import ConfigError
 
-DUMP_SOURCE = Path(__file__).with_name("kconfig_dump.c")
+DUMP_SOURCE = Path(__file__).with_name("dump.c")
 KCONFIG_OBJECTS = ("confdata", "expr", "lexer.lex", "menu", "parser.tab", "preprocess",
                    "symbol", "util")
 

@@ -12,12 +12,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import build, kconfig, proc
-from .cache import Cache
-from .errors import SeriesError
-from .plan import Plan
-from .series import AppliedPatch
-from .source import SourceTree
+from .. import build, kconfig, proc
+from ..cache import Cache
+from ..errors import SeriesError
+from ..plan import Plan
+from .apply import AppliedPatch
+from ..source import SourceTree
 
 _CHECKPATCH = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+): (?P<level>ERROR|WARNING|CHECK):"
                          r"(?P<type>[A-Z0-9_]+): (?P<text>.*)$")

@@ -13,11 +13,11 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import proc
+from .. import proc
 from .apt import PrivateApt
-from .cache import Cache, digest
-from .errors import SourceError
-from .plan import KernelSpec
+from ..cache import Cache, digest
+from ..errors import SourceError
+from ..plan import KernelSpec
 
 # A fixed identity and date make the imported commit reproducible: the same
 # package version gives the same commit id on every machine (a stable cache key).

@@ -23,10 +23,10 @@ from typing import Callable
 
 import yaml
 
-from . import proc
-from .errors import SeriesError
-from .plan import PROJECT_ROOT
-from .source import GIT_ENV, SourceTree, git
+from .. import proc
+from ..errors import SeriesError
+from ..plan import PROJECT_ROOT
+from ..source import GIT_ENV, SourceTree, git
 
 PATCHES_DIR = PROJECT_ROOT / "patches"
 _MSGID = re.compile(r"^<?[^\s/<>]+@[^\s/<>]+>?$")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .detect import (_FRAME, _GENERIC, _RIP, _TAINT, MAX_EXCERPT, MAX_FRAMES,
+from .parser import (_FRAME, _GENERIC, _RIP, _TAINT, MAX_EXCERPT, MAX_FRAMES,
                      SIGNATURE_FRAMES, Crash, _norm, _significant, strip_prefix)
 
 _IDLE = re.compile(r"(?:default_idle\w*|\w*safe_halt|cpu_idle_poll|\w*_idle_enter|intel_idle\w*"
