@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import image, plan as plan_mod, runner
+from harness import image, pipeline, plan as plan_mod
 from harness.cache import Cache
 from harness.plan import VmSpec
 from harness.vm import topology
@@ -31,7 +31,7 @@ from harness.vm.qemu import BootConfig, QemuNode
 def prepare(logs: Path):
     plan = plan_mod.load(None)
     cache = Cache()
-    kb = runner.kernel_for(plan, cache, logs)
+    kb = pipeline.kernel_for(plan, cache, logs)
     img = image.build_image(plan.image, cache, logs / "image.log")
     moddisk = image.modules_disk(kb.modules_root, kb.release, logs / "modules.img",
                                  logs / "moddisk.log")

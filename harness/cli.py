@@ -8,11 +8,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from rich.console import Console
 from rich.markup import escape
 
 from . import plan as plan_mod
 from .errors import EXIT_BAD_INPUT, HarnessError
+from .progress import make_console
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -100,7 +100,7 @@ def _add_config(sub) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    console = Console(highlight=False)
+    console = make_console()
     if args.command == "doctor":
         from .doctor import doctor
         return doctor(console)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import build, image, plan as plan_mod, runner, source
+from harness import build, image, pipeline, plan as plan_mod, source
 from harness.cache import Cache
 
 QUICKSTART = plan_mod.PROJECT_ROOT / "plans" / "quickstart.yaml"
@@ -59,7 +59,7 @@ def kernel_tree(quickstart, cache, logs) -> source.SourceTree:
 
 @pytest.fixture(scope="session")
 def kernel(quickstart, cache, logs) -> build.KernelBuild:
-    return runner.kernel_for(quickstart, cache, logs)
+    return pipeline.kernel_for(quickstart, cache, logs)
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from rich.table import Table
 from .. import kconfig, source
 from ..cache import Cache
 from ..errors import HarnessError
+from ..results.codec import to_plain
 
 
 def config_command(args: argparse.Namespace, console: Console) -> int:
@@ -45,7 +46,7 @@ def _check(args: argparse.Namespace, console: Console) -> int:
         shutil.copyfile(report.config, args.output)
     section = kconfig.summary(report)
     if args.json:
-        print(json.dumps(section, indent=1))
+        print(json.dumps(to_plain(section), indent=1))
     else:
         _print_table(report, console)
     try:

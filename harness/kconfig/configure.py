@@ -21,6 +21,7 @@ from .explain import Explanation, explain_missing
 from .fragments import Request, effective_requests, fragment_path, read_config
 from .tool import KconfigTool
 from ..plan import KconfigSpec
+from ..results.model import KconfigResult, MissingSymbol, RequestedSymbol, UnknownSymbol
 from ..source import SourceTree
 
 # bump when the analysis stored with a cached config changes shape
@@ -186,27 +187,25 @@ def fix_lines(report: ConfigReport) -> list[str]:
     return list(dict.fromkeys(line for e in report.explanations for line in e.fix))
 
 
-def summary(report: ConfigReport) -> dict:
+def summary(report: ConfigReport) -> KconfigResult:
     """The results.json `kconfig` section."""
     got = dict(report.actual)
     by_symbol = {e.symbol: e for e in report.explanations}
-    return {
-        "base": report.base,
-        "requested": [{"symbol": r.symbol, "want": r.want, "got": got[r.symbol],
-                       "fragment": r.where, "why": r.why} for r in report.requested],
-        "unknown": [{"symbol": r.symbol, "fragment": r.where} for r in report.unknown],
-        "missing": [_missing_entry(r, g, by_symbol.get(r.symbol))
-                    for r, g in report.missing if r not in report.unknown],
-        "fix": fix_lines(report),
-    }
+    return KconfigResult(
+        base=report.base,
+        requested=[RequestedSymbol(r.symbol, r.want, got[r.symbol], r.where, r.why)
+                   for r in report.requested],
+        unknown=[UnknownSymbol(r.symbol, r.where) for r in report.unknown],
+        missing=[_missing_entry(r, g, by_symbol.get(r.symbol))
+                 for r, g in report.missing if r not in report.unknown],
+        fix=fix_lines(report))
 
 
-def _missing_entry(request: Request, got: str, exp: Explanation | None) -> dict:
-    return {"symbol": request.symbol, "want": request.want, "got": got,
-            "fragment": request.where, "why": exp.why if exp else "",
-            "fix": list(exp.fix) if exp else [], "roots": list(exp.roots) if exp else [],
-            "select_only": exp.select_only if exp else False,
-            "verified": exp.verified if exp else False}
+def _missing_entry(request: Request, got: str, exp: Explanation | None) -> MissingSymbol:
+    if exp is None:
+        return MissingSymbol(request.symbol, request.want, got, request.where)
+    return MissingSymbol(request.symbol, request.want, got, request.where, exp.why,
+                         list(exp.fix), list(exp.roots), exp.select_only, exp.verified)
 
 
 def check_tree(tree: Path, base: str, fragment_names: list[str], cache: Cache,

@@ -7,15 +7,15 @@ relative drops are flagged: a throughput_* metric lower, or a latency_* metric
 higher, than the baseline's by more than the threshold (percent). A flagged
 drop is a warning, never a failed verdict: TCG numbers are noisy.
 
-Everything but `load_runs` and `compare_run` works on plain dicts (the
-results.json shape) and reads no file."""
+Everything but `load_runs`, `check_choice` and `compare_run` reads no file.
+Earlier runs are read with `RunResult.load`, which drops what it cannot trust
+(a metric that is not a number, a row without a name)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 from ..errors import PlanError
+from .model import PerfComparison, RunResult, TestRecord, WarningRecord
 
 SUITE = "perf"
 DEFAULT_THRESHOLD_PERCENT = 30
@@ -32,44 +32,40 @@ def direction(metric: str) -> int:
     return 0
 
 
-def perf_metrics(tests: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+def perf_metrics(tests: list[TestRecord]) -> dict[str, dict[str, float]]:
     """Row name -> its comparable metrics, for the rows of the perf suite."""
     rows: dict[str, dict[str, float]] = {}
-    for test in tests if isinstance(tests, list) else ():
-        if not isinstance(test, dict) or test.get("suite") != SUITE:
+    for test in tests:
+        if test.suite != SUITE:
             continue
-        metrics = test.get("metrics")
-        metrics = {k: float(v) for k, v in (metrics.items() if isinstance(metrics, dict) else ())
-                   if direction(k) and isinstance(v, (int, float)) and not isinstance(v, bool)}
+        metrics = {k: v for k, v in test.metrics.items() if direction(k)}
         if metrics:
-            rows[str(test.get("name", ""))] = metrics
+            rows[test.name] = metrics
     return rows
 
 
-def _when(run: dict[str, Any]) -> str:
+def _when(run: RunResult) -> str:
     # ISO timestamps sort as text; the run id starts with the same stamp
-    return str(run.get("started") or run.get("run_id") or "")
+    return run.started or run.run_id
 
 
-def pick_baseline(runs: list[dict[str, Any]], current: dict[str, Any],
-                  chosen: str = "") -> dict[str, Any] | None:
-    """The baseline for `current` among `runs` (results.json dicts): the run
-    named `chosen`, or else the latest run of the same plan started before
-    `current` that has perf metrics."""
+def pick_baseline(runs: list[RunResult], current: RunResult,
+                  chosen: str = "") -> RunResult | None:
+    """The baseline for `current` among `runs`: the run named `chosen`, or else
+    the latest run of the same plan started before `current` that has perf
+    metrics."""
     if chosen == NO_BASELINE:
         return None
     if chosen:
-        return next((r for r in runs if r.get("run_id") == chosen), None)
+        return next((r for r in runs if r.run_id == chosen), None)
     earlier = [r for r in runs
-               if r.get("plan") == current.get("plan")
-               and r.get("run_id") != current.get("run_id")
-               and _when(r) < _when(current)
-               and perf_metrics(r.get("tests", []))]
-    return max(earlier, key=lambda r: (_when(r), str(r.get("run_id"))), default=None)
+               if r.plan == current.plan and r.run_id != current.run_id
+               and _when(r) < _when(current) and perf_metrics(r.tests)]
+    return max(earlier, key=lambda r: (_when(r), r.run_id), default=None)
 
 
 def compare(current: dict[str, dict[str, float]], baseline: dict[str, dict[str, float]],
-            threshold_percent: float, baseline_run: str) -> list[dict[str, Any]]:
+            threshold_percent: float, baseline_run: str) -> list[WarningRecord]:
     """One warning per metric that dropped by more than the threshold."""
     warnings = []
     for row, metrics in current.items():
@@ -82,55 +78,51 @@ def compare(current: dict[str, dict[str, float]], baseline: dict[str, dict[str, 
             if worse <= threshold_percent:
                 continue
             what = "lower" if direction(metric) > 0 else "higher"
-            warnings.append({
-                "kind": "perf-drop", "test": row, "metric": metric, "value": value,
-                "baseline": base, "baseline_run": baseline_run,
-                "change_percent": round(change, 1), "threshold_percent": threshold_percent,
-                "message": (f"perf: {row} {metric} {value:g} is {abs(change):.0f}% {what} "
-                            f"than {base:g} in baseline run {baseline_run} "
-                            f"(threshold {threshold_percent:g}%)"),
-            })
+            warnings.append(WarningRecord(
+                kind="perf-drop", test=row, metric=metric, value=value, baseline=base,
+                baseline_run=baseline_run, change_percent=round(change, 1),
+                threshold_percent=threshold_percent,
+                message=(f"perf: {row} {metric} {value:g} is {abs(change):.0f}% {what} "
+                         f"than {base:g} in baseline run {baseline_run} "
+                         f"(threshold {threshold_percent:g}%)")))
     return warnings
 
 
-def summarize(current: dict[str, Any], runs: list[dict[str, Any]], chosen: str,
-              threshold_percent: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(the `perf` section of results.json, the warnings) for a finished run."""
-    rows = perf_metrics(current.get("tests", []))
+def summarize(current: RunResult, runs: list[RunResult], chosen: str,
+              threshold_percent: float) -> tuple[PerfComparison | None, list[WarningRecord]]:
+    """(the `perf` section of results.json, the warnings) for a finished run;
+    no section for a run without perf rows."""
+    rows = perf_metrics(current.tests)
     if not rows:
-        return {}, []
-    section: dict[str, Any] = {"threshold_percent": threshold_percent, "baseline_run": None}
+        return None, []
     if chosen == NO_BASELINE:
-        section["note"] = "comparison turned off (perf.baseline: none)"
-        return section, []
+        return PerfComparison(threshold_percent, None,
+                              note="comparison turned off (perf.baseline: none)"), []
     base = pick_baseline(runs, current, chosen)
     if base is None:
-        section["note"] = (f"no run {chosen} in the runs directory" if chosen else
-                           f"no earlier run of plan {current.get('plan')} with perf metrics "
-                           "in the runs directory")
-        return section, []
-    base_rows = perf_metrics(base.get("tests", []))
-    warnings = compare(rows, base_rows, threshold_percent, base["run_id"])
-    section.update(
-        baseline_run=base["run_id"], baseline_started=base.get("started", ""),
+        note = (f"no run {chosen} in the runs directory" if chosen else
+                f"no earlier run of plan {current.plan} with perf metrics in the runs "
+                "directory")
+        return PerfComparison(threshold_percent, None, note=note), []
+    base_rows = perf_metrics(base.tests)
+    warnings = compare(rows, base_rows, threshold_percent, base.run_id)
+    return PerfComparison(
+        threshold_percent, base.run_id, baseline_started=base.started,
         chosen_by="plan key perf.baseline" if chosen else "latest earlier run of this plan",
         compared=sum(1 for row, m in rows.items() for k in m if k in base_rows.get(row, {})),
-        flagged=len(warnings))
-    return section, warnings
+        flagged=len(warnings)), warnings
 
 
-def load_runs(runs_dir: Path, skip: str = "") -> list[dict[str, Any]]:
+def load_runs(runs_dir: Path, skip: str = "") -> list[RunResult]:
     """Every readable results.json under runs_dir (one level), but `skip`'s."""
     runs = []
     for path in sorted(Path(runs_dir).glob("*/results.json")):
         if path.parent.name == skip:
             continue
         try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+            runs.append(RunResult.load(path))
+        except (OSError, ValueError, TypeError):
             continue        # a run being written, or damaged: not a baseline
-        if isinstance(data, dict) and data.get("run_id"):
-            runs.append(data)
     return runs
 
 
@@ -141,21 +133,20 @@ def check_choice(chosen: str, runs_dir: Path, plan_file: str) -> None:
         return
     path = Path(runs_dir) / chosen / "results.json"
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        run = RunResult.load(path)
+    except (OSError, ValueError, TypeError):
         raise PlanError(f"{plan_file}: perf.baseline: no readable {path} (give the id of "
                         f"a run in {runs_dir}, or `none`)") from None
-    if not perf_metrics(data.get("tests", [])):
+    if not perf_metrics(run.tests):
         raise PlanError(f"{plan_file}: perf.baseline: run {chosen} has no perf metrics "
                         "(it did not run the perf suite, or its perf tests gave none)")
 
 
-def compare_run(result, runs_dir: Path, chosen: str = "",
+def compare_run(result: RunResult, runs_dir: Path, chosen: str = "",
                 threshold_percent: float = DEFAULT_THRESHOLD_PERCENT
-                ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """summarize() for a RunResult against the runs in runs_dir."""
-    current = result.to_dict()
-    if not perf_metrics(current.get("tests", [])):
-        return {}, []
-    return summarize(current, load_runs(runs_dir, skip=result.run_id), chosen,
+                ) -> tuple[PerfComparison | None, list[WarningRecord]]:
+    """summarize() for a finished run against the runs in runs_dir."""
+    if not perf_metrics(result.tests):
+        return None, []
+    return summarize(result, load_runs(runs_dir, skip=result.run_id), chosen,
                      threshold_percent)

@@ -29,26 +29,26 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
     if result.tests:
         _print_tests(result, console)
     for crash in result.crashes:
-        where = f" during {crash['test']}" if crash.get("test") else ""
-        label = (f"[yellow]waived crash[/] ({escape(crash['waived'])})"
-                 if crash.get("waived") else "[bold red]crash[/]")
-        console.print(f"{label} {escape(crash['node'])}: {escape(crash['title'])}"
+        where = f" during {crash.test}" if crash.test else ""
+        label = (f"[yellow]waived crash[/] ({escape(crash.waived)})"
+                 if crash.waived else "[bold red]crash[/]")
+        console.print(f"{label} {escape(crash.node)}: {escape(crash.title)}"
                       f"{escape(where)}", soft_wrap=True)
-        suspect = crash.get("suspected_patch")
-        if suspect:
-            console.print(f"  suspected: {escape(suspect['evidence'])}", soft_wrap=True)
+        if crash.suspected_patch:
+            console.print(f"  suspected: {escape(crash.suspected_patch.evidence)}",
+                          soft_wrap=True)
     _print_perf(result, console)
-    for lifted in (result.expectations or {}).get("lifted", ()):
-        console.print(f"known failure no longer expected: {escape(lifted['suite'])} "
-                      f"{escape(lifted['test'])} on {escape(lifted['provider'])} "
-                      f"({escape(lifted['lifted'])})", soft_wrap=True)
+    for lifted in result.expectations.lifted if result.expectations else ():
+        console.print(f"known failure no longer expected: {escape(lifted.suite)} "
+                      f"{escape(lifted.test)} on {escape(lifted.provider)} "
+                      f"({escape(lifted.lifted or '')})", soft_wrap=True)
     for warning in result.warnings:      # perf drops, unexpected passes: not the verdict
-        console.print(f"[yellow]warning[/] {escape(warning['message'])}", soft_wrap=True)
+        console.print(f"[yellow]warning[/] {escape(warning.message)}", soft_wrap=True)
     counts = {s: sum(1 for t in result.tests if t.status == s) for s in _STYLE}
     kernel = result.kernel
     console.print(
-        f"kernel {kernel.get('release', '?')} ({kernel.get('source', '?')}), accel "
-        f"{kernel.get('accel', '?')}; tests: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+        f"kernel {kernel.release or '?'} ({kernel.source or '?'}), accel "
+        f"{kernel.accel or '?'}; tests: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     if result.error:
         console.print(f"[bold red]error:[/] {escape(result.error)}")
     style = _STYLE.get({"error": "error"}.get(result.verdict, result.verdict), "")
@@ -99,7 +99,7 @@ def _print_tests(result: RunResult, console: Console) -> None:
 
 def _print_series(result: RunResult, console: Console) -> None:
     """One line per patch: builds, new warnings, checkpatch, .config changes."""
-    rows = [(s["name"], p) for s in result.series for p in s["patches"]]
+    rows = [(s.name, p) for s in result.series for p in s.patches]
     if not rows:
         return
     table = Table(title="series", show_edge=False)
@@ -108,23 +108,23 @@ def _print_series(result: RunResult, console: Console) -> None:
     several = len(result.series) > 1
     notes = []
     for name, p in rows:
-        builds = {True: "[green]yes", False: "[bold red]NO", None: "-"}[p["builds"]]
-        levels = [c.split(":", 1)[0] for c in p["checkpatch"]]
+        builds = {True: "[green]yes", False: "[bold red]NO", None: "-"}[p.builds]
+        levels = [c.split(":", 1)[0] for c in p.checkpatch]
         check = ", ".join(f"{levels.count(lv)} {lv.lower()}" for lv in ("ERROR", "WARNING",
                                                                         "CHECK")
-                          if lv in levels) or ("clean" if p["builds"] is not None else "-")
-        count = len(p["new_warnings"])
-        warn = f"[bold red]{count}" if count else ("0" if p["builds"] is not None else "-")
-        subject = f"{name}: {p['subject']}" if several else p["subject"]
-        table.add_row(str(p["index"]), escape(subject[:56]), builds, warn, escape(check),
-                      str(len(p["config_changes"])) if p["builds"] is not None else "-")
-        notes += [f"patch {p['index']} adds: {w}" for w in p["new_warnings"]]
-        notes += [f"patch {p['index']} checkpatch: {c}" for c in p["checkpatch"][:5]]
-        if p["breaks_bisection"]:
-            notes.append(f"patch {p['index']} {p['breaks_bisection']}")
-        if p["errors"]:
-            notes.append(f"patch {p['index']} does not build: "
-                         + p["errors"].strip().splitlines()[0][:150])
+                          if lv in levels) or ("clean" if p.builds is not None else "-")
+        count = len(p.new_warnings)
+        warn = f"[bold red]{count}" if count else ("0" if p.builds is not None else "-")
+        subject = f"{name}: {p.subject}" if several else p.subject
+        table.add_row(str(p.index), escape(subject[:56]), builds, warn, escape(check),
+                      str(len(p.config_changes)) if p.builds is not None else "-")
+        notes += [f"patch {p.index} adds: {w}" for w in p.new_warnings]
+        notes += [f"patch {p.index} checkpatch: {c}" for c in p.checkpatch[:5]]
+        if p.breaks_bisection:
+            notes.append(f"patch {p.index} {p.breaks_bisection}")
+        if p.errors:
+            notes.append(f"patch {p.index} does not build: "
+                         + p.errors.strip().splitlines()[0][:150])
     console.print(table)
     for note in notes:
         console.print(escape(note), soft_wrap=True)
@@ -134,11 +134,11 @@ def _print_perf(result: RunResult, console: Console) -> None:
     """Which run the perf metrics were compared with (its drops are warnings)."""
     perf = result.perf
     if perf:
-        if perf.get("baseline_run"):
-            console.print(f"perf baseline: {escape(perf['baseline_run'])} "
-                          f"({perf.get('chosen_by', '')}; {perf.get('compared', 0)} metrics "
-                          f"compared, threshold {perf['threshold_percent']}%, "
-                          f"{perf.get('flagged', 0)} flagged)", soft_wrap=True)
+        if perf.baseline_run:
+            console.print(f"perf baseline: {escape(perf.baseline_run)} "
+                          f"({perf.chosen_by or ''}; {perf.compared or 0} metrics "
+                          f"compared, threshold {perf.threshold_percent:g}%, "
+                          f"{perf.flagged or 0} flagged)", soft_wrap=True)
         else:
-            console.print(f"perf baseline: none ({escape(perf.get('note', ''))})",
+            console.print(f"perf baseline: none ({escape(perf.note or '')})",
                           soft_wrap=True)

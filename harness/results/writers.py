@@ -51,12 +51,12 @@ def write_junit(result: RunResult, path: Path) -> None:
     if result.crashes:
         crashes = ET.SubElement(root, "testsuite", name="crashes")
         for crash in result.crashes:
-            if crash.get("waived"):
-                _case(crashes, "crashes", f"{crash['node']}: {crash['title']}", 0.0, "skip",
-                      f"waived: {crash['waived']}")
+            if crash.waived:
+                _case(crashes, "crashes", f"{crash.node}: {crash.title}", 0.0, "skip",
+                      f"waived: {crash.waived}")
             else:
-                _case(crashes, "crashes", f"{crash['node']}: {crash['title']}", 0.0, "fail",
-                      crash.get("excerpt", ""))
+                _case(crashes, "crashes", f"{crash.node}: {crash.title}", 0.0, "fail",
+                      crash.excerpt)
     for suite in root:
         cases = list(suite)
         suite.set("tests", str(len(cases)))

@@ -12,11 +12,12 @@ When several patches remain, they are all listed as candidates, never guessed.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from .. import proc
 from ..errors import SourceError
+from ..results.model import CrashRecord, SuspectedPatch
 
 _HUNK_FUNC = re.compile(r"^@@ [^@]+ @@ ?(?P<ctx>.*)$")
 _C_FUNC = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*\([^;]*$")
@@ -29,17 +30,6 @@ class Patch:
     commit: str
     subject: str
     files: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Suspect:
-    patch: int | None              # the patch index when one patch is to blame
-    candidates: tuple[int, ...]    # every patch that remains possible
-    how: str                       # blame | frames | module
-    evidence: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
 
 
 def _git(tree: Path, *args: str) -> str:
@@ -70,21 +60,21 @@ def module_dirs(modules_order: str) -> dict[str, str]:
     return dirs
 
 
-def suspect(crash: dict, patches: list[Patch], tree: Path,
-            modules_order: str = "") -> Suspect | None:
+def suspect(crash: CrashRecord, patches: list[Patch], tree: Path,
+            modules_order: str = "") -> SuspectedPatch | None:
     if not patches:
         return None
     by_commit = {p.commit: p for p in patches}
     top = patches[-1].commit
-    location = crash.get("location") or ""
+    location = crash.location or ""
     if m := re.match(r"^(?P<file>[^:]+):(?P<line>\d+)$", location):
         blamed = _blame(tree, top, m.group("file"), int(m.group("line")))
         if blamed in by_commit:
             p = by_commit[blamed]
-            return Suspect(p.index, (p.index,), "blame",
+            return SuspectedPatch(p.index, (p.index,), "blame",
                            f"git blame {location} at the top of the series: line last "
                            f"changed by patch {p.index} ({p.commit[:12]} \"{p.subject}\")")
-    frames = [f for f in crash.get("frames") or [] if f]
+    frames = [f for f in crash.frames if f]
     if frames:
         touched = {p.index: changed_functions(tree, p) for p in patches}
         for frame in frames[:8]:
@@ -93,7 +83,7 @@ def suspect(crash: dict, patches: list[Patch], tree: Path,
                 return _verdict(hits, "frames", f"frame {frame}() is in code changed by "
                                 + ", ".join(f"patch {i}" for i in hits), patches)
     dirs = module_dirs(modules_order)
-    named = [*(crash.get("unloading") or []), *(crash.get("modules") or [])]
+    named = [*crash.unloading, *crash.modules]
     for module in named:
         directory = dirs.get(module.replace("-", "_"))
         if not directory:
@@ -107,11 +97,11 @@ def suspect(crash: dict, patches: list[Patch], tree: Path,
     return None
 
 
-def _verdict(hits: tuple[int, ...], how: str, evidence: str, patches: list[Patch]) -> Suspect:
+def _verdict(hits: tuple[int, ...], how: str, evidence: str, patches: list[Patch]) -> SuspectedPatch:
     if len(hits) == 1:
         subject = next(p.subject for p in patches if p.index == hits[0])
-        return Suspect(hits[0], hits, how, f"{evidence} (\"{subject}\")")
-    return Suspect(None, hits, how, f"{evidence}: {len(hits)} candidates, not guessing")
+        return SuspectedPatch(hits[0], hits, how, f"{evidence} (\"{subject}\")")
+    return SuspectedPatch(None, hits, how, f"{evidence}: {len(hits)} candidates, not guessing")
 
 
 def _blame(tree: Path, top: str, file: str, line: int) -> str:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+
 from pathlib import Path
 from typing import Callable
 
@@ -16,6 +16,7 @@ from .. import build, kconfig, proc
 from ..cache import Cache
 from ..errors import SeriesError
 from ..plan import Plan
+from ..results.model import ConfigChange, PatchResult
 from .apply import AppliedPatch
 from ..source import SourceTree
 
@@ -23,26 +24,8 @@ _CHECKPATCH = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+): (?P<level>ERROR|WAR
                          r"(?P<type>[A-Z0-9_]+): (?P<text>.*)$")
 
 
-@dataclass
-class PatchReport:
-    index: int
-    series: str
-    subject: str
-    author: str
-    commit: str
-    file: str
-    files: list[str] = field(default_factory=list)   # paths the commit changes
-    applied: bool = True
-    builds: bool | None = None            # None: not built (per_patch off)
-    build_seconds: float = 0.0
-    errors: str = ""                      # first error lines when it does not build
-    new_warnings: list[str] = field(default_factory=list)   # "file:line:col: text"
-    checkpatch: list[str] = field(default_factory=list)     # "LEVEL:TYPE file:line: text"
-    config_changes: list[dict] = field(default_factory=list)
-    breaks_bisection: str = ""
-
-    def to_dict(self) -> dict:
-        return asdict(self)
+# a patch's report is the results' record of it
+PatchReport = PatchResult
 
 
 def normalise_path(path: str, tree: Path) -> str:
@@ -153,7 +136,7 @@ class PatchChecker:
             config = kconfig.configure(tree, self.objdir, self.plan.kconfig, self.cache,
                                        self.logs / f"{stem}-kconfig.log")
             values = kconfig.read_config(config.config)
-            report.config_changes = [{"symbol": s, "old": a, "new": b}
+            report.config_changes = [ConfigChange(s, a, b)
                                      for s, a, b in kconfig.diff(self.config_values, values)]
             self.config_values = values
         ok, text = build.incremental(tree.path, self.objdir, self.plan.build,

@@ -26,7 +26,8 @@ import yaml
 
 from .. import proc
 from ..errors import PlanError
-from ..results.model import TestRecord
+from ..results.model import (ExpectationEntry, ExpectationsSummary, TestRecord, Until,
+                             WarningRecord)
 
 DIRECTORY = Path(__file__).with_name("expectations")
 ANY = "any"
@@ -53,11 +54,12 @@ class Expectation:
         names = (record.name,) if case is None else (record.name, case)
         return self.test in names or any(fnmatch.fnmatchcase(n, self.test) for n in names)
 
-    def to_dict(self) -> dict:
-        return {"suite": self.suite, "provider": self.provider, "test": self.test,
-                "reason": self.reason, "source": self.source,
-                **({"until": {"commit": self.until_commit, "subject": self.until_subject}}
-                   if self.until_commit or self.until_subject else {})}
+    def record(self, lifted: str | None = None) -> ExpectationEntry:
+        """The entry as results.json shows it."""
+        until = (Until(self.until_commit, self.until_subject)
+                 if self.until_commit or self.until_subject else None)
+        return ExpectationEntry(self.suite, self.provider, self.test, self.reason,
+                                self.source, until, lifted)
 
 
 def _entries(suite: str, by_provider, where: str) -> list[Expectation]:
@@ -149,7 +151,7 @@ def fixed_in(tree: Path | None, expectation: Expectation) -> str | None:
 @dataclass
 class Expectations:
     entries: list[Expectation] = field(default_factory=list)
-    lifted: list[dict] = field(default_factory=list)     # entries the tree has the fix for
+    lifted: list[ExpectationEntry] = field(default_factory=list)   # the tree has the fix
 
     @classmethod
     def resolve(cls, entries: list[Expectation], tree: Path | None) -> "Expectations":
@@ -157,7 +159,7 @@ class Expectations:
         for entry in entries:
             why = fixed_in(tree, entry)
             if why:
-                lifted.append({**entry.to_dict(), "lifted": why})
+                lifted.append(entry.record(lifted=why))
             else:
                 kept.append(entry)
         return cls(kept, lifted)
@@ -180,14 +182,14 @@ class Expectations:
                                    f"[{entry.source}]: remove the entry if it is fixed")
         return record
 
-    def summary(self) -> dict:
-        return {"entries": [e.to_dict() for e in self.entries], "lifted": self.lifted}
+    def summary(self) -> ExpectationsSummary:
+        return ExpectationsSummary([e.record() for e in self.entries], list(self.lifted))
 
 
-def unexpected_passes(records: list[TestRecord]) -> list[dict]:
+def unexpected_passes(records: list[TestRecord]) -> list[WarningRecord]:
     """The run's warnings for xpass rows (they do not fail the run)."""
-    return [{"kind": "unexpected-pass", "suite": r.suite, "test": r.name, "node": r.node,
-             "provider": r.provider,
-             "message": f"unexpected pass: {r.suite} {r.name} on {r.node}: "
-                        + (r.message.splitlines() or [""])[0]}
+    return [WarningRecord(kind="unexpected-pass", suite=r.suite, test=r.name, node=r.node,
+                          provider=r.provider,
+                          message=f"unexpected pass: {r.suite} {r.name} on {r.node}: "
+                                  + (r.message.splitlines() or [""])[0])
             for r in records if r.status == "xpass"]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.results.model import CrashRecord
 from harness.series import blame
 from harness.source import GIT_ENV
 
@@ -65,12 +66,16 @@ def tree(tmp_path):
     return root, patches
 
 
+def record(**fields) -> CrashRecord:
+    return CrashRecord(kind="warning", title="WARNING in x", line=1, excerpt="", **fields)
+
+
 def test_file_line_is_blamed_on_the_patch_that_wrote_it(tree):
     root, patches = tree
     line = (root / "drivers/infiniband/sw/rxe/rxe_req.c").read_text().splitlines().index(
         "\tWARN_ON_ONCE(a);") + 1
-    crash = {"location": f"drivers/infiniband/sw/rxe/rxe_req.c:{line}",
-             "frames": ["rxe_requester"], "modules": ["rdma_rxe"]}
+    crash = record(location=f"drivers/infiniband/sw/rxe/rxe_req.c:{line}",
+                   frames=("rxe_requester",), modules=("rdma_rxe",))
     s = blame.suspect(crash, patches, root)
     assert (s.patch, s.how) == (2, "blame")
     assert "patch 2" in s.evidence and "rxe: warn" in s.evidence
@@ -78,8 +83,8 @@ def test_file_line_is_blamed_on_the_patch_that_wrote_it(tree):
 
 def test_a_line_older_than_the_series_falls_back_to_frames(tree):
     root, patches = tree
-    crash = {"location": "drivers/infiniband/sw/rxe/rxe_req.c:3",   # helper's body
-             "frames": ["helper", "rxe_completer"]}
+    crash = record(location="drivers/infiniband/sw/rxe/rxe_req.c:3",   # helper's body
+                   frames=("helper", "rxe_completer"))
     s = blame.suspect(crash, patches, root)
     assert (s.patch, s.how) == (3, "frames")
     assert "rxe_completer" in s.evidence
@@ -88,8 +93,8 @@ def test_a_line_older_than_the_series_falls_back_to_frames(tree):
 def test_module_names_the_patches_touching_its_directory(tree):
     root, patches = tree
     order = "drivers/infiniband/sw/rxe/rdma_rxe.o\ndrivers/other/x.o\n"
-    crash = {"frames": ["some_core_function"], "modules": ["ib_core"],
-             "unloading": ["rdma_rxe"]}
+    crash = record(frames=("some_core_function",), modules=("ib_core",),
+                   unloading=("rdma_rxe",))
     s = blame.suspect(crash, patches, root, order)
     assert s.patch is None and s.candidates == (2, 3) and s.how == "module"
     assert "2 candidates" in s.evidence
@@ -97,5 +102,5 @@ def test_module_names_the_patches_touching_its_directory(tree):
 
 def test_nothing_to_go_on_is_no_suspect(tree):
     root, patches = tree
-    assert blame.suspect({"frames": ["schedule"]}, patches, root) is None
-    assert blame.suspect({"frames": ["rxe_requester"]}, [], root) is None
+    assert blame.suspect(record(frames=("schedule",)), patches, root) is None
+    assert blame.suspect(record(frames=("rxe_requester",)), [], root) is None

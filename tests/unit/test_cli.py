@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from harness import plan as plan_mod
-from harness import image, runner
+from harness import image, pipeline, runner
 from harness.cache import Cache
 from harness.cli import main
 from harness.errors import EXIT_BAD_INPUT
@@ -32,8 +32,8 @@ def offline(monkeypatch, tmp_path):
     def forbidden(*args, **kwargs):
         pytest.fail("a pipeline stage ran although preflight should have stopped the run")
 
-    for module, name in ((runner.source, "prepare"), (runner.kconfig, "configure"),
-                         (runner.build, "build"), (runner.image, "build_image")):
+    for module, name in ((pipeline.source, "prepare"), (pipeline.kconfig, "configure"),
+                         (pipeline.build, "build"), (pipeline.image, "build_image")):
         monkeypatch.setattr(module, name, forbidden)
     monkeypatch.setenv("COLUMNS", "400")     # rich wraps at 80 columns otherwise
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
@@ -166,7 +166,7 @@ def test_an_unexpected_exception_is_an_infrastructure_error_with_a_traceback(tmp
     def broken(*args, **kwargs):
         raise PermissionError(13, "Permission denied", "/cache/apt/.lock")
 
-    monkeypatch.setattr(runner.source, "prepare", broken)
+    monkeypatch.setattr(pipeline.source, "prepare", broken)
     result, run_dir, out = run_plan(tmp_path, [])
     assert result.exit_code == 3 and result.verdict == "error"
     data = json.loads((run_dir / "results.json").read_text())

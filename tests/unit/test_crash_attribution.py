@@ -1,6 +1,6 @@
 """A crash in the console is attributed to the test whose markers enclose it
 (the suites write `harness: begin/end <test>` to /dev/kmsg around each test)."""
-from harness import detect, runner
+from harness import detect
 from harness.detect import markers
 
 CONSOLE = """\
@@ -34,17 +34,6 @@ def test_crash_outside_any_test_is_during_boot():
     text = "[    0.5] BUG: kernel NULL pointer dereference, address: 0000000000000000\n" + CONSOLE
     assert markers.TestSpans(text).test_at(1) == ""
     assert markers.TestSpans(CONSOLE).test_at(3) == ""          # after the first test ended
-
-
-def test_a_waived_crash_does_not_fail_the_run_but_an_unwaived_one_does():
-    from harness.results.model import RunResult
-    result = RunResult(run_id="r", plan="p")
-    result.crashes = [{"title": "WARNING in rxe_requester", "waived": "on purpose"}]
-    runner._verdict(result)
-    assert (result.verdict, result.exit_code) == ("pass", 0)
-    result.crashes.append({"title": "WARNING in rxe_completer", "waived": ""})
-    runner._verdict(result)
-    assert (result.verdict, result.exit_code) == ("fail", 1)
 
 
 def test_every_default_module_says_what_it_registers():

@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from harness import kconfig
+from harness.results.codec import to_plain
 from harness.errors import ConfigError
 
 
@@ -132,7 +133,7 @@ def test_unknown_symbols_are_bad_input_before_missing_ones(tmp_path):
         kconfig.check(report)
     assert info.value.exit_code == 2
     assert "x.config:3: CONFIG_NOPE" in str(info.value)
-    assert kconfig.summary(report)["unknown"] == [{"symbol": "NOPE", "fragment": "x.config:3"}]
+    assert to_plain(kconfig.summary(report))["unknown"] == [{"symbol": "NOPE", "fragment": "x.config:3"}]
 
 
 def test_missing_symbols_carry_why_and_the_checked_fix(tmp_path):
@@ -150,7 +151,7 @@ def test_missing_symbols_carry_why_and_the_checked_fix(tmp_path):
     assert "CONFIG_ZONE_DEVICE: wanted y, got n (gpu.config:1)" in text
     assert "depends on MEMORY_HOTPLUG [=n]" in text
     assert "every requested symbol sticks" in text and "    CONFIG_MEMORY_HOTPLUG=y" in text
-    section = kconfig.summary(report)
+    section = to_plain(kconfig.summary(report))
     assert section["requested"] == [{"symbol": "ZONE_DEVICE", "want": "y", "got": "n",
                                      "fragment": "gpu.config:1", "why": "device memory"}]
     assert section["missing"][0]["fix"] == ["CONFIG_MEMORY_HOTPLUG=y"]

@@ -1,12 +1,13 @@
 """results.json and junit.xml from a RunResult (writers.py + model.py)."""
 import json
 import xml.etree.ElementTree as ET
-from dataclasses import asdict
+from dataclasses import replace
 
 import pytest
 
 from harness.detect import find_crashes
-from harness.results.model import RunResult, StageRecord
+from harness.results.model import (CrashRecord, ExpectationEntry, ExpectationsSummary, KernelInfo,
+                                    RunResult, StageRecord)
 from harness.results.model import TestRecord as Record
 from harness.results.writers import write_json, write_junit
 
@@ -19,11 +20,11 @@ CONSOLE = """\
 
 
 def make_result(**extra) -> RunResult:
-    crashes = [asdict(c) for c in find_crashes(CONSOLE, node="node2")]
+    crashes = [CrashRecord.from_crash(c) for c in find_crashes(CONSOLE, node="node2")]
     fields = dict(
         run_id="20260101-120000-quickstart-abcd", plan="quickstart", verdict="fail",
         exit_code=1, started="2026-01-01T12:00:00", finished="2026-01-01T12:20:00",
-        kernel={"release": "7.2.13", "source": "debian linux-source-7.2 7.2.13-1 (sid)"},
+        kernel=KernelInfo(release="7.2.13", source="debian linux-source-7.2 7.2.13-1 (sid)"),
         stages=[
             StageRecord("source", "pass", 12.5, cached=True),
             StageRecord("build", "pass", 600.25, "3 warnings"),
@@ -165,7 +166,8 @@ def test_no_crash_suite_when_there_are_no_crashes(tmp_path):
 def test_junit_stays_parseable_when_console_text_has_control_characters(tmp_path, junk):
     # serial consoles carry ANSI colours (systemd) and stray control bytes
     result = make_result()
-    result.crashes[0]["excerpt"] += f"\n[   15.0] {junk} Started ssh.service"
+    first = result.crashes[0]
+    result.crashes[0] = replace(first, excerpt=first.excerpt + f"\n[   15.0] {junk} Started ssh.service")
     result.tests[1] = Record("modules", "test_load_unload[ionic_rdma]", "node1",
                                  "fail", 2.0, f"dmesg: {junk}")
     _, suites = junit(tmp_path, result)
@@ -183,7 +185,8 @@ def test_summary_shows_test_ids_and_messages_as_text():
 
     out = io.StringIO()
     result = make_result(error="plan: --set suites: expected ',' or ']' in [modules")
-    result.crashes[0]["title"] = "BUG: KASAN: slab-use-after-free in rxe_cleanup [rdma_rxe]"
+    result.crashes[0] = replace(result.crashes[0],
+                                title="BUG: KASAN: slab-use-after-free in rxe_cleanup [rdma_rxe]")
     print_summary(result, Console(file=out, width=300, highlight=False), "runs/[x]")
     text = out.getvalue()
     assert "test_load_unload[ionic_rdma]" in text
@@ -202,9 +205,9 @@ def test_summary_names_known_failures_the_tree_has_the_fix_for():
     from harness.results.summary import print_summary
 
     result = make_result()
-    result.expectations = {"entries": [], "lifted": [
-        {"suite": "pyverbs", "provider": "siw", "test": "tests.test_mr.*", "reason": "r",
-         "source": "x.yaml", "lifted": "the tree has a commit 'RDMA/siw: fix [rereg]'"}]}
+    result.expectations = ExpectationsSummary([], [ExpectationEntry(
+        "pyverbs", "siw", "tests.test_mr.*", "r", "x.yaml",
+        lifted="the tree has a commit 'RDMA/siw: fix [rereg]'")])
     out = io.StringIO()
     print_summary(result, Console(file=out, width=300, highlight=False), "runs/x")
     assert ("known failure no longer expected: pyverbs tests.test_mr.* on siw (the tree has "
