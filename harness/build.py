@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import proc
 from .cache import Cache, digest
-from .errors import BuildError
+from .errors import EXIT_FAIL, EXIT_INFRA, BuildError
 from .kconfig import ConfigReport
 from .plan import BuildSpec
 from .source import SourceTree
@@ -115,14 +115,14 @@ def _build_into_cache(tree: SourceTree, config: ConfigReport, objdir: Path,
     _append(log, text)
     if not result.ok:
         raise BuildError(f"kernel build failed ({tree.origin}); first errors:\n"
-                         f"{first_errors(text)}\nfull log: {make_log}", 1)
+                         f"{first_errors(text)}\nfull log: {make_log}", EXIT_FAIL)
     with cache.fill("kernels", key) as scratch:
         staging = scratch / "modules"
         install = proc.run([*make, f"INSTALL_MOD_PATH={staging}", "INSTALL_MOD_STRIP=1",
                             "modules_install"], cwd=tree.path,
                            timeout=1800, log=log, error=BuildError)
         if not install.ok:
-            raise BuildError(f"make modules_install failed; see {log}", 3)
+            raise BuildError(f"make modules_install failed; see {log}", EXIT_INFRA)
         release = proc.run(["make", "-s", f"O={objdir}", "kernelrelease"], cwd=tree.path,
                            timeout=120, error=BuildError).stdout.strip()
         for name, src in (("bzImage", "arch/x86/boot/bzImage"),

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import paramiko
 
-from .errors import GuestError
+from .errors import EXIT_FAIL, EXIT_INFRA, GuestError
 
 # connecting while the guest boots makes paramiko's transport thread log
 # tracebacks; the retry loop handles those failures, the log line is noise
@@ -131,7 +131,7 @@ class Session:
         except paramiko.BadHostKeyException as exc:
             client.close()
             raise GuestError(f"{node}: SSH host key mismatch on {host}:{port} (pinned "
-                             f"{keytype}); the port may belong to another guest", 3) from exc
+                             f"{keytype}); the port may belong to another guest", EXIT_INFRA) from exc
         except BaseException:
             client.close()
             raise
@@ -149,12 +149,12 @@ class Session:
     def _open(self, command: str) -> paramiko.Channel:
         transport = self.client.get_transport()
         if transport is None or not transport.is_active():
-            raise GuestError(f"{self.node}: SSH connection is gone (did the guest die?)", 3)
+            raise GuestError(f"{self.node}: SSH connection is gone (did the guest die?)", EXIT_INFRA)
         try:
             channel = transport.open_session(timeout=30)
             channel.exec_command(command)
         except (paramiko.SSHException, socket.error, EOFError) as exc:
-            raise GuestError(f"{self.node}: SSH failed to start `{command}`: {exc}", 3) from exc
+            raise GuestError(f"{self.node}: SSH failed to start `{command}`: {exc}", EXIT_INFRA) from exc
         return channel
 
     def run(self, cmd: str | Sequence[str], timeout: float = 300,
@@ -166,7 +166,7 @@ class Session:
         result = CommandResult(self.node, command, code, out, err, time.monotonic() - start)
         self._log(result)
         if check and not result.ok:
-            raise GuestError(result.describe(), 1)
+            raise GuestError(result.describe(), EXIT_FAIL)
         return result
 
     def start(self, cmd: str | Sequence[str], timeout: float = 300) -> Background:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Mapping, Sequence
 
-from .errors import ProcError
+from .errors import EXIT_INFRA, ProcError
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ def _start(argv: Sequence[str | os.PathLike], log: Path, cwd, env,
                                     preexec_fn=_die_with_parent, **streams)
         except FileNotFoundError as exc:
             raise ProcError(f"{args[0]}: program not found (run `harness doctor`)",
-                            3) from exc
+                            EXIT_INFRA) from exc
 
 
 def spawn(argv: Sequence[str | os.PathLike], *, log: Path,

@@ -24,7 +24,7 @@ from typing import Callable
 import yaml
 
 from .. import proc
-from ..errors import SeriesError
+from ..errors import EXIT_BAD_INPUT, SeriesError
 from ..plan import PROJECT_ROOT
 from ..source import GIT_ENV, SourceTree, git
 
@@ -93,7 +93,7 @@ def load(ref: str, workdir: Path, log: Path) -> SeriesSpec:
         files = sorted(path.glob("*.patch"))
         if not files:
             raise SeriesError(f"series {ref}: a directory without series.yaml or *.patch "
-                              "files", 2)
+                              "files", EXIT_BAD_INPUT)
         return _spec(path.name, [_patch_file(f) for f in files], str(path))
     if path.is_file():
         return _spec(path.stem, _split_mbox(path, workdir, log), str(path))
@@ -101,7 +101,7 @@ def load(ref: str, workdir: Path, log: Path) -> SeriesSpec:
         return _from_b4(ref.strip("<>"), workdir, log)
     known = ", ".join(sorted(p.parent.name for p in PATCHES_DIR.glob("*/series.yaml")))
     raise SeriesError(f"series {ref!r}: not a series in {PATCHES_DIR} (known: {known}), "
-                      "not a file or directory, not a message-id", 2)
+                      "not a file or directory, not a message-id", EXIT_BAD_INPUT)
 
 
 def _spec(name: str, patches: list[PatchFile], origin: str, **extra) -> SeriesSpec:
@@ -118,24 +118,24 @@ def _from_yaml(path: Path) -> SeriesSpec:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise SeriesError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}", 2)
+        raise SeriesError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}", EXIT_BAD_INPUT)
     if not isinstance(data, dict):
-        raise SeriesError(f"{path}: expected a mapping (name, patches, ...)", 2)
+        raise SeriesError(f"{path}: expected a mapping (name, patches, ...)", EXIT_BAD_INPUT)
     unknown = set(data) - {"name", "description", "base", "upstream", "patches", "kconfig",
                            "suites", "modules", "upstream_patches", "status", "notes"}
     if unknown:
-        raise SeriesError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}", 2)
+        raise SeriesError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}", EXIT_BAD_INPUT)
     names = data.get("patches") or []
     if not names:
         how = (f" It is a manifest of {data['upstream']}: fetch the patches with "
                f"`b4 am {data['upstream']}` and run `harness series check <the .mbx file>`"
                if data.get("upstream") else "")
-        raise SeriesError(f"{path}: lists no patch files.{how}", 2)
+        raise SeriesError(f"{path}: lists no patch files.{how}", EXIT_BAD_INPUT)
     patches = []
     for name in names:
         file = path.parent / str(name)
         if not file.is_file():
-            raise SeriesError(f"{path}: patch {name} not found next to it", 2)
+            raise SeriesError(f"{path}: patch {name} not found next to it", EXIT_BAD_INPUT)
         patches.append(_patch_file(file))
     extra = {k: data[k] for k in ("description", "base", "upstream", "kconfig", "suites",
                                   "modules") if k in data}
@@ -147,13 +147,13 @@ def _patch_file(path: Path) -> PatchFile:
     raw = path.read_bytes()
     if b"\ndiff --git " not in raw and not raw.startswith(b"diff --git ") \
             and b"\n--- " not in raw:
-        raise SeriesError(f"{path}: not a patch (no diff in it)", 2)
+        raise SeriesError(f"{path}: not a patch (no diff in it)", EXIT_BAD_INPUT)
     message = email.message_from_bytes(raw, policy=email.policy.default)
     subject = _PATCH_PREFIX.sub("", str(message.get("Subject", "")).replace("\n", " "))
     author = str(message.get("From", ""))
     if not subject:
         raise SeriesError(f"{path}: no Subject: header (expected `git format-patch` "
-                          "output)", 2)
+                          "output)", EXIT_BAD_INPUT)
     return PatchFile(path, subject.strip(), author)
 
 
@@ -163,7 +163,7 @@ def _split_mbox(path: Path, workdir: Path, log: Path) -> list[PatchFile]:
                       error=SeriesError)
     files = sorted(p for p in out.iterdir() if p.is_file())
     if not result.ok or not files:
-        raise SeriesError(f"{path}: not an mbox or patch file git can split", 2)
+        raise SeriesError(f"{path}: not an mbox or patch file git can split", EXIT_BAD_INPUT)
     patches = []
     for index, file in enumerate(files, 1):
         named = file.with_name(f"{index:04d}.patch")
@@ -171,7 +171,7 @@ def _split_mbox(path: Path, workdir: Path, log: Path) -> list[PatchFile]:
         try:
             patches.append(_patch_file(named))
         except SeriesError as exc:
-            raise SeriesError(f"{path}: message {index}: {exc}", 2) from None
+            raise SeriesError(f"{path}: message {index}: {exc}", EXIT_BAD_INPUT) from None
     return patches
 
 
@@ -181,7 +181,7 @@ def _from_b4(msgid: str, workdir: Path, log: Path) -> SeriesSpec:
     b4 = str(beside) if beside.exists() else shutil.which("b4")
     if b4 is None:
         raise SeriesError(f"series {msgid}: fetching a message-id needs b4 "
-                          "(pip install b4)", 2)
+                          "(pip install b4)", EXIT_BAD_INPUT)
     out = Path(tempfile.mkdtemp(prefix="b4-", dir=workdir))
     result = proc.run([b4, "am", "-o", out, msgid],
                       timeout=120, log=log, error=SeriesError)
@@ -189,7 +189,7 @@ def _from_b4(msgid: str, workdir: Path, log: Path) -> SeriesSpec:
     if not result.ok or not mboxes:
         raise SeriesError(f"series {msgid}: `b4 am` could not fetch it (no network, or "
                           f"an unknown message-id); see {log}. Fetch it where there is "
-                          "network and pass the .mbx file instead", 2)
+                          "network and pass the .mbx file instead", EXIT_BAD_INPUT)
     spec = _spec(msgid, _split_mbox(mboxes[0], workdir, log), f"b4 am {msgid}")
     return replace(spec, upstream=msgid)
 
@@ -237,7 +237,7 @@ def _am(tree: SourceTree, patch: PatchFile, spec: SeriesSpec, log: Path) -> str:
         f"{patch.path.name} (series {spec.name}) does not apply: \"{patch.subject}\"\n"
         f"  {where}\n  tried on {tree.origin} ({tree.commit[:12]}); "
         f"series base: {spec.base or 'not given'}. Rebase the series or choose the base "
-        f"it was written for (kernel.ref / kernel.debian_version).", 2)
+        f"it was written for (kernel.ref / kernel.debian_version).", EXIT_BAD_INPUT)
 
 
 def _failure(tree: SourceTree, patch: PatchFile, log: Path) -> str:

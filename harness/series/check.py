@@ -14,7 +14,7 @@ from typing import Callable
 
 from .. import build, kconfig, proc
 from ..cache import Cache
-from ..errors import SeriesError
+from ..errors import EXIT_FAIL, SeriesError
 from ..plan import Plan
 from ..results.model import ConfigChange, PatchResult
 from .apply import AppliedPatch
@@ -123,7 +123,7 @@ class PatchChecker:
                                      self.logs / "0000-base-make.log")
         if not ok:
             raise SeriesError(f"the base tree does not build ({tree.origin}); first errors:\n"
-                              f"{build.first_errors(text)}", 1)
+                              f"{build.first_errors(text)}", EXIT_FAIL)
         self.ledger.add(warnings_in(text, tree.path))
 
     def __call__(self, patch: AppliedPatch, tree: SourceTree) -> None:

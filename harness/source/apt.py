@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import proc
 from ..cache import locked, write_atomic
-from ..errors import SourceError
+from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, SourceError
 
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
 LISTS_MAX_AGE = 6 * 3600
@@ -78,7 +78,7 @@ def host_mirror(etc: Path = Path("/etc/apt")) -> str:
     if debian or candidates:
         return (debian or candidates)[0]
     raise SourceError(f"no Debian archive found in {etc}/sources.list(.d): set "
-                      f"{MIRROR_ENV} to your Debian mirror URI", 2)
+                      f"{MIRROR_ENV} to your Debian mirror URI", EXIT_BAD_INPUT)
 
 
 @dataclass(frozen=True)
@@ -128,7 +128,7 @@ class PrivateApt:
                               log=log, error=SourceError)
             if not result.ok:
                 raise SourceError(f"apt-get update against {self.mirror} "
-                                  f"({', '.join(self.suites)}) failed; see {log}", 3)
+                                  f"({', '.join(self.suites)}) failed; see {log}", EXIT_INFRA)
             write_atomic(stamp, time.ctime())
 
     def offers(self, package: str) -> list[Offer]:
@@ -151,7 +151,7 @@ class PrivateApt:
             raise SourceError(
                 f"{package} {pattern}: not offered in {', '.join(self.suites)} by "
                 f"{self.mirror}; offered: {offered}. Set kernel.debian_version to one "
-                "of these (or a glob such as 7.2.*).", 2)
+                "of these (or a glob such as 7.2.*).", EXIT_BAD_INPUT)
         return match[0]
 
     def download(self, offer: Offer, dest: Path, log: Path) -> Path:
@@ -162,5 +162,5 @@ class PrivateApt:
         debs = sorted(dest.glob(f"{offer.package}_*.deb"))
         if not debs:
             raise SourceError(f"apt-get download {offer.package}={offer.version} "
-                              f"produced no .deb in {dest}; see {log}", 3)
+                              f"produced no .deb in {dest}; see {log}", EXIT_INFRA)
         return debs[0]

@@ -16,7 +16,7 @@ from pathlib import Path
 from .. import proc
 from .apt import PrivateApt
 from ..cache import Cache, digest
-from ..errors import SourceError
+from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, SourceError
 from ..plan import KernelSpec
 
 # A fixed identity and date make the imported commit reproducible: the same
@@ -42,7 +42,7 @@ def git(args: list[str], cwd: Path, log: Path | None = None, check: bool = True,
     result = proc.run(["git", *args], cwd=cwd, env=GIT_ENV, timeout=timeout,
                       log=log, error=SourceError)
     if check and not result.ok:
-        raise SourceError(f"git {' '.join(args)} in {cwd} failed:\n{result.tail()}", 3)
+        raise SourceError(f"git {' '.join(args)} in {cwd} failed:\n{result.tail()}", EXIT_INFRA)
     return result
 
 
@@ -57,12 +57,12 @@ def kernel_version(tree: Path) -> str:
 
 def check_kernel_tree(tree: Path, what: str) -> None:
     if not tree.is_dir():
-        raise SourceError(f"{what} {tree}: no such directory", 2)
+        raise SourceError(f"{what} {tree}: no such directory", EXIT_BAD_INPUT)
     missing = [p for p in ("Makefile", "Kconfig", "scripts/kconfig", "arch/x86")
                if not (tree / p).exists()]
     if missing:
         raise SourceError(f"{what} {tree} is not a Linux kernel tree "
-                          f"(missing: {', '.join(missing)})", 2)
+                          f"(missing: {', '.join(missing)})", EXIT_BAD_INPUT)
 
 
 def prepare(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
@@ -97,14 +97,14 @@ def _import_debian(apt: PrivateApt, offer, scratch: Path, log: Path) -> None:
              error=SourceError)
     tarballs = sorted((unpacked / "usr/src").glob("linux-source-*.tar.*"))
     if not tarballs:
-        raise SourceError(f"{deb.name}: no usr/src/linux-source-*.tar.* inside", 3)
+        raise SourceError(f"{deb.name}: no usr/src/linux-source-*.tar.* inside", EXIT_INFRA)
     proc.run(["tar", "-xf", tarballs[0], "-C", scratch], timeout=1800, log=log,
              check=True, error=SourceError)
     shutil.rmtree(unpacked)
     shutil.rmtree(scratch / "deb")
     trees = [p for p in scratch.iterdir() if p.is_dir() and p.name.startswith("linux")]
     if len(trees) != 1:
-        raise SourceError(f"{tarballs[0].name}: expected one linux-* directory", 3)
+        raise SourceError(f"{tarballs[0].name}: expected one linux-* directory", EXIT_INFRA)
     trees[0].rename(scratch / "tree")
     tree = scratch / "tree"
     check_kernel_tree(tree, f"{offer.package} {offer.version}")
@@ -143,17 +143,17 @@ def _drop_debian_ignore_rule(tree: Path) -> None:
 def _from_git(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
     user_tree = Path(spec.tree).expanduser().resolve()
     if not user_tree.is_dir():
-        raise SourceError(f"kernel.tree {spec.tree}: no such directory", 2)
+        raise SourceError(f"kernel.tree {spec.tree}: no such directory", EXIT_BAD_INPUT)
     check_kernel_tree(user_tree, "kernel.tree")
     top = proc.run(["git", "rev-parse", "--show-toplevel"], cwd=user_tree,
                    error=SourceError, timeout=60)
     if not top.ok:
         raise SourceError(f"kernel.tree {user_tree} is not a git repository "
-                          "(use a git checkout, or kernel.source: debian)", 2)
+                          "(use a git checkout, or kernel.source: debian)", EXIT_BAD_INPUT)
     found = git(["rev-parse", "--verify", "--quiet", f"{spec.ref}^{{commit}}"],
                 user_tree, check=False)
     if not found.ok:
-        raise SourceError(f"kernel.ref {spec.ref!r}: no such commit in {user_tree}", 2)
+        raise SourceError(f"kernel.ref {spec.ref!r}: no such commit in {user_tree}", EXIT_BAD_INPUT)
     commit = found.stdout.strip()
     key = digest(str(user_tree))
     with cache.lock("worktrees", key):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from .. import proc
 from ..cache import Cache, digest, write_atomic
-from ..errors import BootError
+from ..errors import EXIT_INFRA, BootError
 
 QEMU = "qemu-system-x86_64"
 
@@ -61,7 +61,7 @@ def choose(requested: str, bzimage: Path, cache: Cache, workdir: Path,
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         if requested == "kvm":
             raise BootError("vm.accel=kvm but /dev/kvm is missing or not accessible "
-                            "(add yourself to the kvm group, or use vm.accel=auto)", 3)
+                            "(add yourself to the kvm group, or use vm.accel=auto)", EXIT_INFRA)
         return AccelChoice("tcg", "/dev/kvm is missing or not accessible")
     # a host's KVM does not change until it reboots: remember the verdict
     memo = cache.root / "accel" / f"{digest(_boot_id(), str(bzimage))}.json"
@@ -74,5 +74,5 @@ def choose(requested: str, bzimage: Path, cache: Cache, workdir: Path,
     if known["kvm"]:
         return AccelChoice("kvm", known["why"])
     if requested == "kvm":
-        raise BootError(f"vm.accel=kvm but KVM does not work here: {known['why']}", 3)
+        raise BootError(f"vm.accel=kvm but KVM does not work here: {known['why']}", EXIT_INFRA)
     return AccelChoice("tcg", f"KVM probe failed ({known['why']}); fell back to TCG")

@@ -16,7 +16,7 @@ from qemu.qmp.legacy import QEMUMonitorProtocol
 
 from .. import proc
 from ..build import KernelBuild
-from ..errors import BootError
+from ..errors import EXIT_INFRA, BootError
 from ..guest import Session
 from ..image import GuestImage
 from . import NodeSpec, free_port
@@ -189,7 +189,7 @@ class QemuNode:
         deadline = self._started + self.boot.boot_timeout
         while True:
             if not self.alive():
-                raise BootError(self._death_message(), 3)
+                raise BootError(self._death_message(), EXIT_INFRA)
             timeout = self._ssh_timeout()
             if timeout is not None:
                 try:
@@ -204,7 +204,7 @@ class QemuNode:
             if time.monotonic() > deadline:
                 raise BootError(f"{self.name}: no SSH answer within "
                                 f"{self.boot.boot_timeout:.0f} s (vm.boot_timeout); "
-                                f"console tail ({self.console}):\n{self.console_tail()}", 3)
+                                f"console tail ({self.console}):\n{self.console_tail()}", EXIT_INFRA)
             time.sleep(0.05)
 
     def _death_message(self) -> str:

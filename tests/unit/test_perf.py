@@ -4,21 +4,12 @@ from the guests (tests/data/perf/: perftest 25.01 over rxe, iperf3 3.18, qperf
 (harness/results/baseline.py)."""
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
-from harness import plan as plan_mod
-from harness.errors import PlanError
-from harness.results import baseline
-from harness.results.model import RunResult
-from harness.results.model import TestRecord as Record
-from harness.results.summary import print_summary
-from harness.results.writers import write_json
 from harness.suites import test_perf as perf
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "perf"

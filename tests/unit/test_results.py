@@ -239,3 +239,25 @@ def test_summary_of_hundreds_of_rows_lists_only_those_to_look_at_and_counts_per_
     counts = text.split("rows per suite", 1)[1]
     pyverbs = next(line for line in counts.splitlines() if line.startswith(" pyverbs "))
     assert [c.strip() for c in pyverbs.split("│")[1:]] == ["53", "", "27", "", "1", "1"]
+
+
+def test_a_ci_log_gets_every_name_whole(monkeypatch):
+    # rich's default for a log that is not a terminal is 80 columns, which cut
+    # every quickstart row to `test_load_unload…`
+    import io
+
+    from rich.console import Console
+
+    from harness.progress import make_console
+    from harness.results.summary import print_summary
+
+    monkeypatch.delenv("COLUMNS", raising=False)
+    wide = make_console()
+    assert not wide.is_terminal and wide.width >= 200
+    result = make_result()
+    result.tests.append(Record("modules", "test_load_unload[a_driver_with_a_long_name_mlx5_ib]",
+                               "node2", "fail", 3.0, "refuses to unload: held by [rdma_ucm]"))
+    out = io.StringIO()
+    print_summary(result, Console(file=out, width=wide.width, highlight=False), "runs/x")
+    assert "test_load_unload[a_driver_with_a_long_name_mlx5_ib]" in out.getvalue()
+    assert "…" not in out.getvalue()
