@@ -1,2 +1,2 @@
 """Kernel validation harness: plan -> source -> kconfig -> build -> image -> vm ->
-guest -> suites -> detect -> results (see DESIGN.md)."""
+guest -> suites -> detect -> results (see docs/architecture.md)."""

@@ -1,6 +1,6 @@
 """One exception type per pipeline stage, each carrying the exit code it maps to.
 
-Exit codes (DESIGN.md): 0 pass, 1 kernel or test failure, 2 bad input,
+Exit codes (docs/architecture.md): 0 pass, 1 kernel or test failure, 2 bad input,
 3 infrastructure error. A stage raises with the code that says whose fault it
 is: a compile error is the kernel's (1), a missing fragment the user's (2), a
 mirror that cannot be reached the harness's (3).
