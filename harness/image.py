@@ -21,9 +21,9 @@ import yaml
 from .source.apt import host_mirror
 from .cache import Cache, digest
 from .errors import EXIT_BAD_INPUT, EXIT_INFRA, ImageError
+from .plan import PROJECT_ROOT
 from .proc import run
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 RECIPE_DIR = PROJECT_ROOT / "vm-images"
 INIT_SCRIPT = RECIPE_DIR / "files" / "harness-init"
 GUEST_INIT = "/sbin/harness-init"

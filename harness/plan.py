@@ -16,7 +16,10 @@ import yaml
 
 from .errors import PlanError
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+# The project's data (plans, kconfigs, patches, vm-images): in a checkout,
+# harness/_data holds symlinks to the top-level folders; an installed package
+# carries copies of them there (pyproject.toml package-data).
+PROJECT_ROOT = Path(__file__).resolve().parent / "_data"
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from harness import build, image, pipeline, plan as plan_mod, source
 from harness.cache import Cache
 
 QUICKSTART = plan_mod.PROJECT_ROOT / "plans" / "quickstart.yaml"
+REPO = Path(__file__).resolve().parent.parent      # the checkout: cwd of the harness runs
 
 
 def qemu_pids(under: Path | None = None) -> set[int]:

@@ -12,16 +12,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.plan import PROJECT_ROOT
 
-from ..conftest import qemu_pids
+
+from ..conftest import REPO, qemu_pids
 
 
 def run(tmp_path: Path, *sets: str) -> tuple[int, dict]:
     proc = subprocess.run(
         [sys.executable, "-m", "harness", "run", "--runs-dir", str(tmp_path),
          *(a for s in sets for a in ("--set", s))],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=5400)
+        cwd=REPO, capture_output=True, text=True, timeout=5400)
     run_dir = sorted(p for p in tmp_path.iterdir() if p.is_dir())[-1]
     results = json.loads((run_dir / "results.json").read_text())
     assert not qemu_pids(tmp_path), "a QEMU of this run survived it"

@@ -13,9 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from harness.plan import PROJECT_ROOT
 
-from ..conftest import qemu_pids
+
+from ..conftest import REPO, qemu_pids
 
 HARNESS = [sys.executable, "-m", "harness", "run"]
 
@@ -31,7 +31,7 @@ def test_panic_during_boot_is_a_kernel_failure_without_waiting_for_ssh(tmp_path)
         [*HARNESS, "--runs-dir", str(tmp_path), "--set", "vm.nodes=1",
          "--set", "suites=[modules]", "--set", "modules=[rdma_rxe]",
          "--set", "vm.cmdline=init=/nonexistent", "--set", "vm.boot_timeout=900"],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+        cwd=REPO, capture_output=True, text=True, timeout=600)
     results = latest_results(tmp_path)
     assert proc.returncode == 1, results.get("error")
     assert results["verdict"] == "fail"
@@ -46,7 +46,7 @@ def test_qemu_killed_mid_test_is_infrastructure_and_keeps_results(tmp_path):
     proc = subprocess.Popen(
         [*HARNESS, "--runs-dir", str(tmp_path), "--set", "suites=[modules]",
          "--set", "modules=[rdma_rxe,siw]", "--set", "modules_cycles=1"],
-        cwd=PROJECT_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     killed = False
     deadline = time.monotonic() + 1800
     for line in proc.stdout:
@@ -80,7 +80,7 @@ def test_null_dereference_on_unload_fails_the_modules_suite_titled_and_blamed(tm
     proc = subprocess.run(
         [*SERIES, "demo-oops-on-unload", "--no-per-patch", "--runs-dir", str(tmp_path),
          "--set", "vm.nodes=1"],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=3600)
+        cwd=REPO, capture_output=True, text=True, timeout=3600)
     results = latest_results(tmp_path)
     assert proc.returncode == 1, results.get("error") or proc.stdout[-3000:]
     assert results["verdict"] == "fail" and not results.get("error")
@@ -104,7 +104,7 @@ def test_a_hung_guest_is_dumped_with_sysrq_killed_and_named(tmp_path):
     proc = subprocess.run(
         [*SERIES, "demo-hang-on-unload", "--no-per-patch", "--runs-dir", str(tmp_path),
          "--set", "vm.nodes=1", "--set", "vm.hang_timeout=60"],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=3600)
+        cwd=REPO, capture_output=True, text=True, timeout=3600)
     results = latest_results(tmp_path)
     assert proc.returncode == 1, results.get("error") or proc.stdout[-3000:]
     assert results["verdict"] == "fail"

@@ -11,16 +11,16 @@ from pathlib import Path
 
 import pytest
 
-from harness.plan import PROJECT_ROOT
 
-from ..conftest import QUICKSTART, qemu_pids
+
+from ..conftest import QUICKSTART, REPO, qemu_pids
 
 HARNESS = [sys.executable, "-m", "harness"]
 
 
 def run_quickstart(runs: Path, *extra: str) -> tuple[int, dict]:
     proc = subprocess.run([*HARNESS, "run", str(QUICKSTART), "--runs-dir", str(runs), *extra],
-                          cwd=PROJECT_ROOT, timeout=4 * 3600)
+                          cwd=REPO, timeout=4 * 3600)
     run_dirs = sorted(p for p in runs.iterdir() if p.is_dir())
     results = json.loads((run_dirs[-1] / "results.json").read_text())
     return proc.returncode, results
@@ -92,7 +92,7 @@ def test_second_run_does_not_rebuild(first_run, tmp_path):
 def test_ctrl_c_during_boot_writes_the_run_directory_and_leaves_no_qemu(first_run, tmp_path):
     before = qemu_pids()
     proc = subprocess.Popen([*HARNESS, "run", str(QUICKSTART), "--runs-dir", str(tmp_path)],
-                            cwd=PROJECT_ROOT, stdout=subprocess.PIPE, text=True)
+                            cwd=REPO, stdout=subprocess.PIPE, text=True)
     seen = []
     for line in proc.stdout:
         seen.append(line)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.plan import PROJECT_ROOT
+from ..conftest import REPO
 
-DATA = PROJECT_ROOT / "tests" / "data" / "series"
+DATA = REPO / "tests" / "data" / "series"
 HARNESS = [sys.executable, "-m", "harness"]
 # one node and one module cycle: enough to show the top boots, and fast
 SHORT = ["--set", "suites=[modules]", "--set", "modules=[rdma_rxe]", "--set", "vm.nodes=1"]
@@ -21,7 +21,7 @@ SHORT = ["--set", "suites=[modules]", "--set", "modules=[rdma_rxe]", "--set", "v
 
 def series_check(runs: Path, *args: str) -> tuple[int, dict, Path, str]:
     proc = subprocess.run([*HARNESS, "series", "check", "--runs-dir", str(runs), *args],
-                          cwd=PROJECT_ROOT, timeout=4 * 3600, capture_output=True, text=True)
+                          cwd=REPO, timeout=4 * 3600, capture_output=True, text=True)
     run_dirs = sorted(p for p in runs.iterdir() if p.is_dir())
     results = json.loads((run_dirs[-1] / "results.json").read_text()) if run_dirs else {}
     return proc.returncode, results, run_dirs[-1] if run_dirs else runs, proc.stdout
@@ -103,7 +103,7 @@ def test_mbox_gives_the_same_commits_as_the_series_directory(tmp_path):
     the quickstart's cached kernel is reused: no build)."""
     mbox = tmp_path / "counters.mbx"
     mbox.write_bytes(b"".join(p.read_bytes() for p in
-                              sorted((PROJECT_ROOT / "patches/demo-rxe-counters").glob("*.patch"))))
+                              sorted((REPO / "patches/demo-rxe-counters").glob("*.patch"))))
     runs = tmp_path / "runs"
     runs.mkdir()
     code, results, _, _ = series_check(runs, str(mbox), "--no-per-patch", *SHORT)
@@ -113,7 +113,7 @@ def test_mbox_gives_the_same_commits_as_the_series_directory(tmp_path):
                         "RDMA/rxe: Count acknowledge packets received"]
     direct = subprocess.run(
         [*HARNESS, "series", "check", "--runs-dir", str(runs), "demo-rxe-counters",
-         "--no-per-patch", *SHORT], cwd=PROJECT_ROOT, capture_output=True, text=True,
+         "--no-per-patch", *SHORT], cwd=REPO, capture_output=True, text=True,
         timeout=4 * 3600)
     assert direct.returncode == 0
     latest = sorted(p for p in runs.iterdir() if p.is_dir())[-1]

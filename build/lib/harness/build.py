@@ -1,0 +1,151 @@
+"""Build stage: tree + .config -> bzImage, modules staging dir, System.map.
+
+Results are cached by (tree commit, .config hash, compiler, make arguments):
+a re-run with nothing changed does not call make's build at all. The object
+directory is kept per source tree so a changed input rebuilds incrementally.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import proc
+from .cache import Cache, digest
+from .errors import EXIT_FAIL, EXIT_INFRA, BuildError
+from .kconfig import ConfigReport
+from .plan import BuildSpec
+from .source import SourceTree
+
+# "file:line[:col]: warning: text", the one shape of a compiler warning
+_WARNING = re.compile(r"^(?P<file>[^\s:]+):(?P<where>\d+(?::\d+)?): warning: (?P<text>.*)$")
+_ERROR = re.compile(r"(^\S+?:\d+(?::\d+)?: (fatal )?error: )|(^make\[\d+\]: \*\*\* )|"
+                    r"(^ERROR: )|(undefined reference to)")
+
+
+@dataclass(frozen=True)
+class KernelBuild:
+    release: str                 # `make kernelrelease`, e.g. 7.2.13
+    bzimage: Path
+    system_map: Path
+    config: Path
+    modules_root: Path           # INSTALL_MOD_PATH: holds lib/modules/<release>/
+    log: Path
+    warnings: tuple[str, ...]    # "file:line: text", in build order, de-duplicated
+    key: str
+    cached: bool
+    seconds: float
+
+
+def compiler_id(cc: str = "gcc") -> str:
+    result = proc.run([cc, "--version"], timeout=60, error=BuildError)
+    return result.stdout.splitlines()[0] if result.ok and result.stdout else cc
+
+
+def compiler_warnings(text: str) -> list[tuple[str, str, str]]:
+    """(file as make printed it, "line[:col]", message) for every compiler
+    warning in make output, in order."""
+    return [(m["file"], m["where"], m["text"]) for line in text.splitlines()
+            if (m := _WARNING.match(line.strip()))]
+
+
+def collect_warnings(text: str) -> tuple[str, ...]:
+    """"file:line:col: text", de-duplicated, in build order (KernelBuild.warnings)."""
+    return tuple(dict.fromkeys(f"{file}:{where}: {message}"
+                               for file, where, message in compiler_warnings(text)))
+
+
+def first_errors(text: str, limit: int = 15) -> str:
+    lines = text.splitlines()
+    for index, line in enumerate(lines):
+        if _ERROR.search(line):
+            return "\n".join(lines[max(0, index - 2):index + limit])
+    return "\n".join(lines[-limit:])
+
+
+def _make_argv(objdir: Path, jobs: int, use_ccache: bool) -> list[str]:
+    argv = ["make", f"O={objdir}", f"-j{jobs}"]
+    if use_ccache:
+        argv.append("CC=ccache gcc")
+    return argv
+
+
+def incremental(tree: Path, objdir: Path, spec: BuildSpec, log: Path) -> tuple[bool, str]:
+    """`make olddefconfig bzImage modules` in the kept object directory, no
+    cache: the per-patch check of a series. (ok, make's output)."""
+    use_ccache = spec.ccache and shutil.which("ccache") is not None
+    jobs = spec.jobs or os.cpu_count() or 1
+    log.unlink(missing_ok=True)
+    result = proc.run([*_make_argv(objdir, jobs, use_ccache), "olddefconfig", "bzImage",
+                       "modules"], cwd=tree, timeout=spec.timeout, log=log, error=BuildError)
+    return result.ok, log.read_text(errors="replace")
+
+
+def build(tree: SourceTree, config: ConfigReport, objdir: Path, spec: BuildSpec,
+          cache: Cache, log: Path) -> KernelBuild:
+    use_ccache = spec.ccache and shutil.which("ccache") is not None
+    jobs = spec.jobs or os.cpu_count() or 1
+    key = digest(tree.commit, config.config_hash, compiler_id(), "bzImage modules")
+    entry = cache.get("kernels", key)
+    if entry is None:
+        with cache.lock("kernels", key):
+            entry = cache.get("kernels", key) or _build_into_cache(
+                tree, config, objdir, _make_argv(objdir, jobs, use_ccache), spec,
+                cache, key, log)
+            cached = False
+    else:
+        cached = True
+    return _load(entry, key, cached, log)
+
+
+def _build_into_cache(tree: SourceTree, config: ConfigReport, objdir: Path,
+                      make: list[str], spec: BuildSpec, cache: Cache, key: str,
+                      log: Path) -> Path:
+    start = time.monotonic()
+    if config.config != objdir / ".config":
+        shutil.copyfile(config.config, objdir / ".config")
+    make_log = log.parent / "make.log"
+    make_log.unlink(missing_ok=True)
+    result = proc.run([*make, "olddefconfig", "bzImage", "modules"], cwd=tree.path,
+                      timeout=spec.timeout, log=make_log, error=BuildError)
+    text = make_log.read_text(errors="replace")
+    _append(log, text)
+    if not result.ok:
+        raise BuildError(f"kernel build failed ({tree.origin}); first errors:\n"
+                         f"{first_errors(text)}\nfull log: {make_log}", EXIT_FAIL)
+    with cache.fill("kernels", key) as scratch:
+        staging = scratch / "modules"
+        install = proc.run([*make, f"INSTALL_MOD_PATH={staging}", "INSTALL_MOD_STRIP=1",
+                            "modules_install"], cwd=tree.path,
+                           timeout=1800, log=log, error=BuildError)
+        if not install.ok:
+            raise BuildError(f"make modules_install failed; see {log}", EXIT_INFRA)
+        release = proc.run(["make", "-s", f"O={objdir}", "kernelrelease"], cwd=tree.path,
+                           timeout=120, error=BuildError).stdout.strip()
+        for name, src in (("bzImage", "arch/x86/boot/bzImage"),
+                          ("System.map", "System.map"), ("config", ".config")):
+            shutil.copy2(objdir / src, scratch / name)
+        (scratch / "release").write_text(release + "\n")
+        (scratch / "warnings.txt").write_text("\n".join(collect_warnings(text)) + "\n")
+        shutil.copy2(make_log, scratch / "build.log")
+        (scratch / "seconds").write_text(f"{time.monotonic() - start:.1f}\n")
+    return cache.entry("kernels", key)
+
+
+def _append(log: Path, text: str) -> None:
+    with open(log, "a") as f:
+        f.write(text)
+
+
+def _load(entry: Path, key: str, cached: bool, log: Path) -> KernelBuild:
+    warnings = tuple(w for w in (entry / "warnings.txt").read_text().splitlines() if w)
+    if cached:
+        _append(log, f"build cache hit: {entry} (no make run)\n")
+    return KernelBuild(
+        release=(entry / "release").read_text().strip(), bzimage=entry / "bzImage",
+        system_map=entry / "System.map", config=entry / "config",
+        modules_root=entry / "modules", log=entry / "build.log", warnings=warnings,
+        key=key, cached=cached, seconds=float((entry / "seconds").read_text()))

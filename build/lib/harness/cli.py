@@ -1,0 +1,161 @@
+"""`harness`: a thin command line over the runner.
+
+Exit codes: 0 pass, 1 kernel or test failure, 2 bad input, 3 infrastructure error.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from rich.markup import escape
+
+from . import plan as plan_mod
+from .errors import EXIT_BAD_INPUT, HarnessError
+from .progress import make_console
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harness",
+        description="Build a kernel with the requested options, boot it in QEMU guests, "
+                    "load the modules and run the RDMA verbs suites between guests.",
+        epilog="Exit codes: 0 pass, 1 kernel or test failure, 2 bad input, "
+               "3 infrastructure error.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a plan end to end (default plans/quickstart.yaml)")
+    run.add_argument("plan", nargs="?", help="plan YAML file")
+    _add_run_options(run)
+    sub.add_parser("doctor", help="check this host: QEMU, KVM, mmdebstrap, compiler, disk")
+    _add_series(sub)
+    _add_config(sub)
+    return parser
+
+
+def _add_series(sub) -> None:
+    series = sub.add_parser("series", help="patch series: apply, check every patch, then "
+                                           "boot and test the top")
+    ssub = series.add_subparsers(dest="series_command", required=True)
+    scheck = ssub.add_parser(
+        "check", help="apply a series with git am -3 and build after every patch (new "
+                      "warnings, checkpatch --strict, .config changes, bisectability), then "
+                      "boot and run the suites on the top, like `harness run`",
+        description="SERIES: a name in patches/ (e.g. demo-rxe-counters), a series "
+                    "directory, a directory of *.patch files, an mbox or .patch file, or a "
+                    "lore message-id (fetched with b4). Exit codes as `harness run`.")
+    scheck.add_argument("series", nargs="+", metavar="SERIES",
+                        help="applied in the order given")
+    scheck.add_argument("--tree", type=Path, default=None,
+                        help="your kernel tree (git); default: the plan's kernel "
+                             "(Debian's linux-source-7.2 in the quickstart)")
+    scheck.add_argument("--ref", default=None, help="the base commit in --tree (default HEAD)")
+    scheck.add_argument("--plan", default=None,
+                        help="plan YAML for everything else (default plans/quickstart.yaml)")
+    scheck.add_argument("--no-per-patch", action="store_true",
+                        help="apply and test the top only (no build after every patch)")
+    _add_run_options(scheck)
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    """--set, --runs-dir, --cache-dir: everything that starts a run takes them."""
+    parser.add_argument("--set", dest="overrides", action="append", default=[],
+                        metavar="KEY=VALUE",
+                        help="override a plan key, dotted (e.g. kernel.tree=/src/linux, "
+                             "vm.accel=tcg, suites=[modules]); repeatable")
+    parser.add_argument("--runs-dir", type=Path, default=Path("runs"),
+                        help="where run directories go (default: ./runs)")
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="cache directory (default: $HARNESS_CACHE or "
+                             "$XDG_CACHE_HOME/harness)")
+
+
+def _add_config(sub) -> None:
+    config = sub.add_parser("config", help="Kconfig: check fragments against a tree, diff "
+                                           "two .config files")
+    csub = config.add_subparsers(dest="config_command", required=True)
+    check = csub.add_parser(
+        "check", help="merge fragments onto a base in a kernel tree (no build) and say, "
+                      "for every requested symbol, whether it stuck and if not why",
+        description="Exit codes: 0 every requested symbol stuck, 1 some did not (with the "
+                    "reason and the fragment lines that fix it), 2 bad input (unknown "
+                    "symbol, conflicting fragments), 3 infrastructure error.")
+    check.add_argument("fragments", nargs="+", metavar="FRAGMENT",
+                       help="a fragment name from kconfigs/ (e.g. rdma) or a file path")
+    check.add_argument("--tree", type=Path, required=True,
+                       help="the kernel source tree (not modified: objects go to the cache)")
+    check.add_argument("--base", default="tinyconfig",
+                       help="tinyconfig (+ kernel/configs/kvm_guest.config, as in runs), "
+                            "defconfig, or a .config file (default: tinyconfig)")
+    check.add_argument("--json", action="store_true",
+                       help="print the results.json `kconfig` section instead of tables")
+    check.add_argument("--output", type=Path, default=None, metavar="FILE",
+                       help="also write the resulting .config to FILE")
+    check.add_argument("--cache-dir", type=Path, default=None, help="cache directory")
+    diff = csub.add_parser("diff", help="symbols whose values differ between two .config "
+                                        "files")
+    diff.add_argument("old", type=Path)
+    diff.add_argument("new", type=Path)
+    diff.add_argument("--json", action="store_true", help="print JSON")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = make_console()
+    if args.command == "doctor":
+        from .doctor import doctor
+        return doctor(console)
+    if args.command == "config":
+        from .kconfig.cli import config_command
+        return config_command(args, console)
+    from .cache import Cache
+    from .runner import run
+    try:
+        plan = plan_mod.load(args.plan, args.overrides)
+        if args.command == "series":
+            plan = _series_plan(plan, args)
+    except HarnessError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        return exc.exit_code
+    try:
+        args.runs_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        console.print(f"[bold red]error:[/] --runs-dir {escape(str(args.runs_dir))}: "
+                      f"{exc.strerror}")
+        return EXIT_BAD_INPUT
+    result = run(plan, args.runs_dir, Cache(args.cache_dir), console)
+    return result.exit_code
+
+
+def _series_plan(plan: "plan_mod.Plan", args: argparse.Namespace) -> "plan_mod.Plan":
+    """The plan for `series check`: the series, per-patch builds, and the
+    fragments, suites and modules the series ask for unless --set chose them."""
+    import dataclasses
+    import tempfile
+
+    from . import series
+
+    chosen = {o.split("=", 1)[0].strip() for o in args.overrides}
+    changes: dict = {"series": tuple(args.series), "per_patch": not args.no_per_patch}
+    if "name" not in chosen:
+        changes["name"] = "series-" + "+".join(Path(s).stem for s in args.series)[:60]
+    with tempfile.TemporaryDirectory(prefix="harness-series-") as tmp:
+        specs = [series.load(ref, Path(tmp), Path(tmp) / "log") for ref in args.series
+                 if not series.is_message_id(ref)]
+    fragments = tuple(dict.fromkeys(f for s in specs for f in s.fragments))
+    suites = tuple(dict.fromkeys(t for s in specs for t in s.suites))
+    if fragments and "kconfig.fragments" not in chosen:
+        changes["kconfig"] = dataclasses.replace(plan.kconfig, fragments=fragments)
+    if suites and "suites" not in chosen:
+        changes["suites"] = suites
+    modules = tuple(dict.fromkeys(m for s in specs for m in s.modules))
+    if modules and "modules" not in chosen:
+        changes["modules"] = modules
+    if args.tree:
+        kernel = dataclasses.replace(plan.kernel, source="git", tree=str(args.tree.resolve()),
+                                     ref=args.ref or "HEAD")
+        changes["kernel"] = kernel
+    return dataclasses.replace(plan, **changes)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,124 @@
+"""`harness doctor`: what this host has and lacks for a run, and what to do."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from . import proc
+from .cache import default_root
+from .vm.accel import QEMU, probe_kvm
+
+# tool -> Debian package that provides it
+TOOLS = {
+    "qemu-system-x86_64": "qemu-system-x86", "qemu-img": "qemu-utils",
+    "mmdebstrap": "mmdebstrap", "mkfs.ext4": "e2fsprogs", "ssh-keygen": "openssh-client",
+    "gcc": "gcc", "make": "make", "flex": "flex", "bison": "bison", "bc": "bc",
+    "git": "git", "dpkg-deb": "dpkg", "apt-get": "apt", "depmod": "kmod",
+    "ccache": "ccache", "xz": "xz-utils",
+}
+HEADERS = {"libelf.h": "libelf-dev", "openssl/ssl.h": "libssl-dev"}
+MIN_FREE_GB = 20
+PROBE_SECONDS = 20
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    fix: str = ""
+    required: bool = True
+
+
+def _tools() -> list[Check]:
+    checks = []
+    for tool, package in TOOLS.items():
+        path = shutil.which(tool) or next((p for p in (f"/sbin/{tool}", f"/usr/sbin/{tool}")
+                                           if os.path.exists(p)), None)
+        checks.append(Check(tool, path is not None, path or "not found",
+                            f"apt-get install {package}", tool != "ccache"))
+    for header, package in HEADERS.items():
+        found = any(Path(d, header).exists() for d in ("/usr/include",
+                                                        "/usr/include/x86_64-linux-gnu"))
+        checks.append(Check(header, found, "found" if found else "missing",
+                            f"apt-get install {package}"))
+    return checks
+
+
+def _probe_kernel() -> Path | None:
+    """A kernel to probe KVM with: the newest one the harness built, else the host's."""
+    built = sorted(default_root().glob("kernels/*/bzImage"), key=lambda p: p.stat().st_mtime)
+    host = sorted(Path("/boot").glob("vmlinuz-*"))
+    return (built or host or [None])[-1]
+
+
+def _kvm() -> Check:
+    if not os.path.exists("/dev/kvm"):
+        return Check("kvm", False, "no /dev/kvm: guests run under TCG (slow but works)",
+                     required=False)
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return Check("kvm", False, "/dev/kvm not accessible: TCG will be used",
+                     "add this user to the kvm group", required=False)
+    kernel = _probe_kernel()
+    if kernel is None or shutil.which(QEMU) is None:
+        return Check("kvm", True, "/dev/kvm opens; not probed (no kernel or QEMU yet): "
+                     "`harness run` probes it with a short boot", required=False)
+    with tempfile.TemporaryDirectory(prefix="harness-doctor-") as work:
+        works, why = probe_kvm(kernel, Path(work), PROBE_SECONDS)
+    return Check("kvm", works, f"probe boot of {kernel.name}: {why}"
+                 + ("" if works else "; runs use TCG"), "", required=False)
+
+
+def _privileges() -> Check:
+    if os.geteuid() == 0:
+        return Check("privileges", True, "root: guest images can be built")
+    return Check("privileges", False, "not root: kernel builds and TCG guests work, "
+                 "but a guest image that is not cached yet cannot be built",
+                 "build the image once as root with the same HARNESS_CACHE", False)
+
+
+def _disk() -> Check:
+    root = default_root()
+    probe = root if root.exists() else Path.home()
+    free = shutil.disk_usage(probe).free / 2**30
+    return Check("disk", free >= MIN_FREE_GB, f"{free:.0f} GiB free at {probe}",
+                 f"a kernel build and images need about {MIN_FREE_GB} GiB; set HARNESS_CACHE")
+
+
+def _libvirt() -> Check:
+    path = shutil.which("virsh")
+    return Check("libvirt", path is not None, path or "not installed (only the qemu backend "
+                 "is used by default)", "apt-get install libvirt-daemon-system", False)
+
+
+def checks() -> list[Check]:
+    result = _tools() + [_kvm(), _privileges(), _disk(), _libvirt()]
+    qemu = shutil.which("qemu-system-x86_64")
+    if qemu:
+        version = proc.run([qemu, "--version"], timeout=30).stdout.splitlines()[:1]
+        result.append(Check("qemu version", True, " ".join(version)))
+    return result
+
+
+def doctor(console: Console) -> int:
+    table = Table(title="harness doctor", show_edge=False)
+    for column in ("check", "status", "detail", "fix"):
+        table.add_column(column)
+    missing = 0
+    for check in checks():
+        status = "ok" if check.ok else ("MISSING" if check.required else "note")
+        missing += (not check.ok) and check.required
+        table.add_row(check.name, status, check.detail, "" if check.ok else check.fix)
+    console.print(table)
+    if missing:
+        console.print(f"{missing} required item(s) missing: run ./bootstrap.sh as root, "
+                      "or install the packages named under fix.")
+        return 3
+    console.print("ready")
+    return 0

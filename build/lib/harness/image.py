@@ -1,0 +1,355 @@
+"""Guest images: a recipe (vm-images/<name>.yaml) -> a read-only ext4 root disk.
+
+mmdebstrap builds the root tree, Python customises it (SSH keys, the harness
+init), mkfs.ext4 -d turns it into a sparse raw disk without mounting anything.
+The result is cached by the hash of everything it is made from; nodes boot
+qcow2 overlays on top, so the base disk is never written. The kernel's modules
+travel on a second small disk (modules_disk), so a kernel rebuild never
+rebuilds the image.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from .source.apt import host_mirror
+from .cache import Cache, digest
+from .errors import EXIT_BAD_INPUT, EXIT_INFRA, ImageError
+from .plan import PROJECT_ROOT
+from .proc import run
+
+RECIPE_DIR = PROJECT_ROOT / "vm-images"
+INIT_SCRIPT = RECIPE_DIR / "files" / "harness-init"
+GUEST_INIT = "/sbin/harness-init"
+# bump when the way an image is built changes, so cached images are rebuilt
+IMAGE_FORMAT = 2
+
+VARIANTS = ("extract", "custom", "essential", "apt", "required", "minbase",
+            "buildd", "important", "debootstrap", "standard")
+_NAME_RE = re.compile(r"[a-z0-9][a-z0-9._-]*")
+_PACKAGE_RE = re.compile(r"[a-z0-9][a-z0-9+.-]+(:[a-z0-9-]+)?")
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    suite: str
+    variant: str
+    packages: tuple[str, ...]
+    disk_size_mb: int
+    description: str = ""
+    path: str = ""
+
+    def identity(self) -> dict[str, Any]:
+        """What the image depends on: not the file's place, comments or layout."""
+        data = asdict(self)
+        del data["path"], data["description"]
+        return data
+
+
+@dataclass(frozen=True)
+class GuestImage:
+    name: str            # recipe name, e.g. "trixie-rdma"
+    disk: Path           # read-only base disk, raw ext4, root fs (never written: nodes boot qcow2 overlays)
+    host_key_pub: str    # the guest's SSH host public key line ("ssh-ed25519 AAAA..."), pinned by the client
+    client_key: Path     # private key (ed25519, OpenSSH format) the harness logs in with as root
+    init: str            # path of the init inside the guest: "/sbin/harness-init"
+    recipe_hash: str     # hash of recipe, init script and client key: the image's cache key
+    cached: bool = False  # True: taken from the cache, nothing was built
+
+
+# --- recipes -----------------------------------------------------------------
+
+def _recipe_path(name_or_path: str) -> Path:
+    if "/" in name_or_path or name_or_path.endswith((".yaml", ".yml")):
+        return Path(name_or_path)
+    return RECIPE_DIR / f"{name_or_path}.yaml"
+
+
+def load_recipe(name_or_path: str) -> Recipe:
+    """Read and check a recipe; every problem names the file and the key."""
+    path = _recipe_path(name_or_path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        known = ", ".join(sorted(p.stem for p in RECIPE_DIR.glob("*.yaml")))
+        raise ImageError(f"{path}: image recipe not found (recipes in {RECIPE_DIR}: "
+                         f"{known or 'none'})", EXIT_BAD_INPUT) from None
+    except OSError as exc:
+        raise ImageError(f"{path}: cannot read recipe: {exc.strerror}",
+                         EXIT_BAD_INPUT) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise ImageError(f"{path}{line}: malformed YAML: "
+                         f"{getattr(exc, 'problem', exc)}", EXIT_BAD_INPUT) from None
+    if not isinstance(data, dict):
+        raise ImageError(f"{path}: top level must be a mapping of recipe keys",
+                         EXIT_BAD_INPUT)
+    return Recipe(path=str(path), **_check_recipe(data, str(path)))
+
+
+def _check_recipe(data: dict, src: str) -> dict[str, Any]:
+    known = ("name", "description", "suite", "variant", "packages", "disk_size_mb")
+    for key in data:
+        if key not in known:
+            raise ImageError(f"{src}: unknown key '{key}' (known: {', '.join(known)})",
+                             EXIT_BAD_INPUT)
+    for key in ("name", "suite", "variant", "disk_size_mb"):
+        if key not in data:
+            raise ImageError(f"{src}: missing key '{key}'", EXIT_BAD_INPUT)
+
+    def bad(key: str, expected: str) -> ImageError:
+        return ImageError(f"{src}: {key}: expected {expected}, got {data[key]!r}",
+                          EXIT_BAD_INPUT)
+
+    for key in ("name", "suite"):
+        if not isinstance(data[key], str) or not _NAME_RE.fullmatch(data[key]):
+            raise bad(key, "a lower-case name like 'trixie'")
+    if data["variant"] not in VARIANTS:
+        raise bad("variant", f"one of {', '.join(VARIANTS)}")
+    size = data["disk_size_mb"]
+    if not isinstance(size, int) or isinstance(size, bool) or not 64 <= size <= 1 << 20:
+        raise bad("disk_size_mb", "an integer number of MiB, at least 64")
+    packages = data.get("packages") or []
+    if not isinstance(packages, list) or not all(
+            isinstance(p, str) and _PACKAGE_RE.fullmatch(p) for p in packages):
+        raise bad("packages", "a list of Debian package names")
+    return dict(name=data["name"], suite=data["suite"], variant=data["variant"],
+                packages=tuple(packages), disk_size_mb=size,
+                description=str(data.get("description") or ""))
+
+
+# --- keys and building -------------------------------------------------------
+
+def client_key(cache: Cache) -> Path:
+    """The one ed25519 key pair the harness logs into every guest with."""
+    path = cache.root / "keys" / "id_ed25519"
+    pub = path.with_name(path.name + ".pub")
+    if path.exists() and pub.exists():
+        return path
+    with cache.lock("keys", path.name):
+        if not (path.exists() and pub.exists()):
+            path.parent.chmod(0o700)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.unlink(missing_ok=True)
+            tmp.with_name(tmp.name + ".pub").unlink(missing_ok=True)
+            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "harness",
+                 "-f", tmp], timeout=60, check=True, error=ImageError)
+            tmp.chmod(0o600)
+            # the private key appears last: both present means complete
+            os.replace(tmp.with_name(tmp.name + ".pub"), pub)
+            os.replace(tmp, path)
+    return path
+
+
+def _public_line(pub: Path) -> str:
+    """'type base64' of an OpenSSH public key file, without the comment."""
+    return " ".join(pub.read_text().split()[:2])
+
+
+def image_key(recipe: Recipe, init_text: str, client_pub: str) -> str:
+    return digest("image", IMAGE_FORMAT, recipe.identity(), init_text, client_pub)
+
+
+def build_image(recipe_name: str, cache: Cache, log: Path,
+                progress: Progress | None = None) -> GuestImage:
+    """The guest image of a recipe, built once per content and then cached."""
+    say = progress or (lambda message: None)
+    recipe = load_recipe(recipe_name)
+    init_text = INIT_SCRIPT.read_text()
+    key_path = client_key(cache)
+    client_pub = _public_line(key_path.with_name(key_path.name + ".pub"))
+    key = image_key(recipe, init_text, client_pub)
+    entry = cache.get("images", key)
+    cached = entry is not None
+    if entry is None:
+        with cache.lock("images", key):
+            entry = cache.get("images", key)
+            if entry is None:
+                with cache.fill("images", key) as scratch:
+                    _build(recipe, scratch, init_text, client_pub, log, say)
+                entry = cache.entry("images", key)
+    else:
+        say(f"image {recipe.name}: cached ({entry})")
+    return GuestImage(name=recipe.name, disk=entry / "disk.img",
+                      host_key_pub=(entry / "host_key.pub").read_text().strip(),
+                      client_key=key_path, init=GUEST_INIT, recipe_hash=key,
+                      cached=cached)
+
+
+def _build(recipe: Recipe, out: Path, init_text: str, client_pub: str, log: Path,
+           say: Progress) -> None:
+    tree = out / "tree"
+    mirror = host_mirror()
+    say(f"image {recipe.name}: mmdebstrap {recipe.suite} "
+        f"({len(recipe.packages)} packages, about a minute)")
+    _mmdebstrap(recipe, mirror, tree, log)
+    host_pub = _customise(tree, recipe, init_text, client_pub, log)
+    (out / "host_key.pub").write_text(host_pub + "\n")
+    (out / "packages.txt").write_text(_installed_packages(tree))
+    (out / "recipe.yaml").write_text(yaml.safe_dump(recipe.identity(), sort_keys=True))
+    # files plus ext4's own share (inode tables, journal): an estimate that
+    # turns mkfs's "could not allocate block" into a message about the recipe
+    needed_mb = _tree_bytes(tree) * 1.1 / 2**20 + recipe.disk_size_mb * 0.06 + 8
+    if needed_mb > recipe.disk_size_mb:
+        raise ImageError(f"{recipe.path}: disk_size_mb: {recipe.disk_size_mb} is too "
+                         f"small, the tree needs about {needed_mb:.0f}", EXIT_BAD_INPUT)
+    say(f"image {recipe.name}: mkfs.ext4 ({recipe.disk_size_mb} MiB, sparse)")
+    _mkfs(tree, out / "disk.img", f"{recipe.disk_size_mb}M", "root", log)
+    shutil.rmtree(tree)
+    (out / "disk.img").chmod(0o444)
+
+
+def _mmdebstrap(recipe: Recipe, mirror: str, tree: Path, log: Path) -> None:
+    if os.geteuid() != 0:
+        # mmdebstrap's unshare mode would leave the tree owned by subordinate
+        # ids, and mkfs.ext4 -d would copy those ids into the guest's disk
+        raise ImageError(f"building image {recipe.name!r} needs root for now (mmdebstrap "
+                         "root mode); build it once as root with the same "
+                         "HARNESS_CACHE, later runs reuse it unprivileged", EXIT_INFRA)
+    argv = ["mmdebstrap", f"--variant={recipe.variant}", "--format=directory",
+            # no man pages or translations; docs stay (pyverbs' tests are there)
+            "--dpkgopt=path-exclude=/usr/share/man/*",
+            "--dpkgopt=path-exclude=/usr/share/locale/*",
+            "--dpkgopt=path-exclude=/usr/share/info/*"]
+    if recipe.packages:
+        argv.append("--include=" + ",".join(recipe.packages))
+    argv += [recipe.suite, tree, f"deb {mirror} {recipe.suite} main"]
+    result = run(argv, timeout=1800, log=log, error=ImageError)
+    if result.ok:
+        return
+    with open(log, "rb") as f:   # the end of the log: apt's verdict
+        f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
+        tail = f.read().decode(errors="replace")
+    missing = re.findall(r"Unable to locate package (\S+)", tail)
+    if missing:
+        raise ImageError(f"{recipe.path}: packages: not in {recipe.suite}: "
+                         f"{', '.join(sorted(set(missing)))}", EXIT_BAD_INPUT)
+    lines = "\n".join(tail.splitlines()[-15:])
+    raise ImageError(f"mmdebstrap {recipe.suite} failed with exit code "
+                     f"{result.returncode} (mirror {mirror}, log: {log})\n{lines}",
+                     EXIT_INFRA)
+
+
+def _customise(tree: Path, recipe: Recipe, init_text: str, client_pub: str,
+               log: Path) -> str:
+    """Per-image SSH host key, root's authorized key, the init, the hostname.
+    Returns the host public key line to pin."""
+    ssh = _in_tree(tree, "etc/ssh")
+    for old in ssh.glob("ssh_host_*"):   # made at build time, shared by every build
+        old.unlink()
+    host_key = ssh / "ssh_host_ed25519_key"
+    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{recipe.name}",
+         "-f", host_key], timeout=60, log=log, check=True, error=ImageError)
+    dropin = _in_tree(tree, "etc/ssh/sshd_config.d/harness.conf")
+    dropin.parent.mkdir(parents=True, exist_ok=True)
+    # one host key only (no warnings about the missing others), key logins only,
+    # no reverse DNS lookup on a network without DNS; no PAM, motd or lastlog:
+    # under TCG their module loads and file reads cost ~1 s per connection
+    dropin.write_text("HostKey /etc/ssh/ssh_host_ed25519_key\nPermitRootLogin "
+                      "prohibit-password\nPasswordAuthentication no\nUseDNS no\n"
+                      "UsePAM no\nPrintMotd no\nPrintLastLog no\n")
+    dot_ssh = _in_tree(tree, "root/.ssh")
+    dot_ssh.mkdir(parents=True, exist_ok=True)
+    dot_ssh.chmod(0o700)
+    keys = dot_ssh / "authorized_keys"
+    keys.write_text(client_pub + "\n")
+    keys.chmod(0o600)
+    init = _in_tree(tree, GUEST_INIT.lstrip("/"))
+    init.write_text(init_text)
+    init.chmod(0o755)
+    for rel, text in (("etc/hostname", f"{recipe.name}\n"),
+                      ("etc/hosts", "127.0.0.1\tlocalhost\n::1\t\tlocalhost\n")):
+        path = _in_tree(tree, rel)
+        path.unlink(missing_ok=True)
+        path.write_text(text)
+        path.chmod(0o644)
+    _in_tree(tree, "lib/modules").mkdir(parents=True, exist_ok=True)
+    return _public_line(host_key.with_name(host_key.name + ".pub"))
+
+
+def _in_tree(tree: Path, rel: str) -> Path:
+    """`rel` resolved inside `tree` as if `tree` were '/': an absolute symlink
+    in the guest (say /sbin -> /usr/sbin) must never lead to the host's files."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    current, hops = tree, 0
+    while parts:
+        part = parts.pop(0)
+        if part == "..":
+            current = current.parent if current != tree else tree
+            continue
+        candidate = current / part
+        if candidate.is_symlink():
+            if (hops := hops + 1) > 40:
+                raise ImageError(f"{tree}: too many symlinks resolving /{rel}")
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                current = tree
+            parts = [p for p in target.split("/") if p not in ("", ".")] + parts
+            continue
+        current = candidate
+    return current
+
+
+def _installed_packages(tree: Path) -> str:
+    """'name version' per installed package: what the image really holds."""
+    status = _in_tree(tree, "var/lib/dpkg/status")
+    if not status.exists():
+        return ""
+    rows = []
+    for stanza in status.read_text(errors="replace").split("\n\n"):
+        fields = dict(re.findall(r"^(Package|Version|Status): (.*)$", stanza, re.M))
+        if fields.get("Status", "").endswith(" installed"):
+            rows.append(f"{fields.get('Package')} {fields.get('Version')}")
+    return "\n".join(sorted(rows)) + "\n"
+
+
+def _tree_bytes(top: Path) -> int:
+    """Space the files under `top` take in ext4 (whole 4 KiB blocks)."""
+    total = 0
+    for folder, dirs, files in os.walk(top):
+        for name in dirs + files:
+            size = os.lstat(os.path.join(folder, name)).st_size
+            total += max(4096, -(-size // 4096) * 4096)
+    return total
+
+
+def _mkfs(tree: Path, image: Path, size: str, label: str, log: Path,
+          features: tuple[str, ...] = ()) -> None:
+    """A sparse ext4 image filled from `tree`, written to a temporary name."""
+    feats = list(features)
+    # orphan_file (e2fsprogs 1.47) stops kernels before 5.15 mounting it rw
+    conf = Path("/etc/mke2fs.conf")
+    if conf.exists() and "orphan_file" in conf.read_text():
+        feats.append("^orphan_file")
+    tmp = image.with_name(f".{image.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    argv = ["mkfs.ext4", "-q", "-F", "-L", label, "-d", tree] + (
+        ["-O", ",".join(feats)] if feats else [])
+    run([*argv, tmp, size], timeout=600, log=log, check=True, error=ImageError)
+    os.replace(tmp, image)
+
+
+def modules_disk(modules_root: Path, release: str, out: Path, log: Path) -> Path:
+    """A small read-only ext4 disk with <release>/... at its top: the guest
+    init mounts it on /lib/modules."""
+    top = Path(modules_root) / "lib" / "modules"
+    if not (top / release).is_dir():
+        found = sorted(p.name for p in top.iterdir()) if top.is_dir() else []
+        raise ImageError(f"{top / release}: no modules for release {release} in the "
+                         f"staging dir (found: {', '.join(found) or 'nothing'})")
+    kib = int(_tree_bytes(top) * 1.3 / 1024) + 16 * 1024
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # read-only in the guest: a journal would only cost space
+    _mkfs(top, out, f"{kib}k", "modules", log, features=("^has_journal",))
+    return out
+

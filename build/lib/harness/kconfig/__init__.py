@@ -1,0 +1,12 @@
+"""Kconfig stage: base + fragments -> a verified .config (`ConfigReport`).
+
+fragments.py  fragments and .config files as data (requests, conflicts, values)
+configure.py  the stage: merge_config.sh + olddefconfig, verify, the results section
+explain.py    why a requested symbol did not stick, and the fragment lines that fix it
+tool.py       the tree's own Kconfig parser as a service (dump.c, linked against it)
+cli.py        `harness config check|diff`
+"""
+from .configure import (ConfigReport, analyse, check, check_tree, configure,  # noqa: F401
+                        explain_text, fix_lines, summary)
+from .fragments import (KCONFIG_DIR, Request, diff, effective_requests,  # noqa: F401
+                        fragment_path, parse_fragment, read_config, read_pair)

@@ -1,0 +1,95 @@
+"""`harness config check` and `harness config diff`: the Kconfig stage on its
+own, without a build, for a developer iterating on fragments."""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .. import kconfig, source
+from ..cache import Cache
+from ..errors import HarnessError
+from ..results.codec import to_plain
+
+
+def config_command(args: argparse.Namespace, console: Console) -> int:
+    try:
+        if args.config_command == "diff":
+            return _diff(args, console)
+        return _check(args, console)
+    except HarnessError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        return exc.exit_code
+
+
+def _check(args: argparse.Namespace, console: Console) -> int:
+    source.check_kernel_tree(args.tree, "--tree")
+    start = time.monotonic()
+    cache = Cache(args.cache_dir)
+    with tempfile.TemporaryDirectory(prefix="harness-config-") as tmp:
+        log = Path(tmp) / "kconfig.log"
+        try:
+            report = kconfig.check_tree(args.tree, args.base, args.fragments, cache, log)
+        except HarnessError as exc:
+            if log.exists() and exc.exit_code == 3:
+                console.print(escape(log.read_text(errors="replace")[-3000:]))
+            raise
+    seconds = time.monotonic() - start
+    if args.output:
+        shutil.copyfile(report.config, args.output)
+    section = kconfig.summary(report)
+    if args.json:
+        print(json.dumps(to_plain(section), indent=1))
+    else:
+        _print_table(report, console)
+    try:
+        kconfig.check(report)
+    except HarnessError as exc:
+        if not args.json:
+            console.print(f"[bold red]{'error' if exc.exit_code == 2 else 'fail'}:[/] "
+                          f"{escape(str(exc))}", soft_wrap=True)
+        return exc.exit_code
+    if not args.json:
+        console.print(f"[green]ok[/] all {len(report.requested)} requested symbols stuck "
+                      f"({seconds:.1f} s)")
+    return 0
+
+
+def _print_table(report: kconfig.ConfigReport, console: Console) -> None:
+    got = dict(report.actual)
+    unknown = {r.symbol for r in report.unknown}
+    table = Table(title=f"requested vs actual (base {report.base})", title_justify="left")
+    for column in ("symbol", "want", "got", "fragment", ""):
+        table.add_column(column)
+    for r in report.requested:
+        status = ("[bold red]unknown[/]" if r.symbol in unknown else
+                  "[green]ok[/]" if got[r.symbol] == r.want else "[bold red]MISSING[/]")
+        table.add_row(escape(f"CONFIG_{r.symbol}"), escape(r.want), escape(got[r.symbol]),
+                      escape(r.where), status)
+    console.print(table)
+
+
+def _diff(args: argparse.Namespace, console: Console) -> int:
+    changes = kconfig.read_pair(args.old, args.new)
+    if args.json:
+        print(json.dumps([{"symbol": s, "old": a, "new": b} for s, a, b in changes],
+                         indent=1))
+        return 0
+    if not changes:
+        console.print("no differences")
+        return 0
+    table = Table(title=f"{args.old} -> {args.new}", title_justify="left")
+    for column in ("symbol", "old", "new"):
+        table.add_column(column)
+    for symbol, old, new in changes:
+        table.add_row(escape(f"CONFIG_{symbol}"), escape(old), escape(new))
+    console.print(table)
+    console.print(f"{len(changes)} symbol(s) differ")
+    return 0

@@ -1,0 +1,225 @@
+"""Kconfig stage: base config + fragments -> .config, then proof that every
+requested symbol got the requested value, and an explanation for each one that
+did not.
+
+The kernel's own tools do the work: `make tinyconfig|defconfig`,
+scripts/kconfig/merge_config.sh, `make olddefconfig`, and the tree's Kconfig
+parser for the explanations (kconfig_explain.py). This module chooses the
+inputs, catches conflicting and unknown requests, and checks the outcome.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .. import proc
+from ..cache import Cache, digest, file_digest
+from ..errors import ConfigError
+from .explain import Explanation, explain_missing
+from .fragments import Request, effective_requests, fragment_path, read_config
+from .tool import KconfigTool
+from ..plan import KconfigSpec
+from ..results.model import KconfigResult, MissingSymbol, RequestedSymbol, UnknownSymbol
+from ..source import SourceTree
+
+# bump when the analysis stored with a cached config changes shape
+ANALYSIS_FORMAT = 2
+
+
+@dataclass(frozen=True)
+class ConfigReport:
+    config: Path                     # the resulting .config
+    config_hash: str
+    base: str
+    requested: tuple[Request, ...]   # effective requests (last one per symbol wins)
+    actual: tuple[tuple[str, str], ...]   # (symbol, value in .config or "n")
+    cached: bool
+    unknown: tuple[Request, ...] = ()         # symbols this tree's Kconfig does not define
+    explanations: tuple[Explanation, ...] = ()   # one per missing request
+
+    @property
+    def missing(self) -> list[tuple[Request, str]]:
+        got = dict(self.actual)
+        return [(r, got.get(r.symbol, "n")) for r in self.requested
+                if got.get(r.symbol, "n") != r.want]
+
+
+def _base_inputs(spec: KconfigSpec) -> tuple[str, Path | None]:
+    if spec.base in ("tinyconfig", "defconfig"):
+        return spec.base, None
+    path = Path(spec.base).expanduser()
+    if not path.is_file():
+        raise ConfigError(f"kconfig.base {spec.base!r}: neither tinyconfig, defconfig "
+                          "nor an existing .config file", 2)
+    return "file", path.resolve()
+
+
+MERGED = "harness-merged.config"     # base + fragments, before olddefconfig
+
+
+def configure(tree: SourceTree, objdir: Path, spec: KconfigSpec, cache: Cache,
+              log: Path) -> ConfigReport:
+    """Write objdir/.config for the plan's base + fragments (cached by inputs),
+    with the analysis of what did not stick."""
+    fragments = [fragment_path(name) for name in spec.fragments]
+    requests = effective_requests(fragments)
+    kind, base_file = _base_inputs(spec)
+    key = digest(tree.commit, kind, base_file and file_digest(base_file),
+                 [(p.name, file_digest(p)) for p in fragments], ANALYSIS_FORMAT)
+    cached = cache.get("configs", key)
+    objdir.mkdir(parents=True, exist_ok=True)
+    if cached is None:
+        with cache.lock("configs", key), cache.fill("configs", key) as scratch:
+            _make_config(tree.path, objdir, kind, base_file, fragments, log)
+            unknown, explanations = analyse(tree.path, objdir, requests, log)
+            shutil.copy2(objdir / ".config", scratch / "config")
+            (scratch / "analysis.json").write_text(json.dumps(
+                {"unknown": [asdict(r) for r in unknown],
+                 "explanations": [asdict(e) for e in explanations]}, indent=1))
+        entry, was_cached = cache.entry("configs", key), False
+    else:
+        entry, was_cached = cached, True
+        shutil.copyfile(entry / "config", objdir / ".config")
+        stored = json.loads((entry / "analysis.json").read_text())
+        unknown = [Request(**r) for r in stored["unknown"]]
+        explanations = [Explanation(**{k: tuple(v) if isinstance(v, list) else v
+                                       for k, v in e.items()})
+                        for e in stored["explanations"]]
+    return _report(entry / "config", spec.base, requests, was_cached, unknown, explanations,
+                   objdir / ".config")
+
+
+def _report(config: Path, base: str, requests: list[Request], cached: bool,
+            unknown, explanations, target: Path) -> ConfigReport:
+    values = read_config(config)
+    actual = tuple((r.symbol, values.get(r.symbol, "n")) for r in requests)
+    return ConfigReport(target, file_digest(config), base, tuple(requests), actual, cached,
+                        tuple(unknown), tuple(explanations))
+
+
+def analyse(tree: Path, objdir: Path, requests: list[Request], log: Path,
+            ) -> tuple[list[Request], list[Explanation]]:
+    """Unknown symbols and explanations for the requests that did not stick,
+    from the tree's own Kconfig parser (about 4 s, once per new config)."""
+    tool = KconfigTool(tree, objdir, log)
+    merged = objdir / MERGED
+    values = read_config(objdir / ".config")
+    with tool.open() as db:
+        db.read(merged)
+        unknown = [r for r in requests if not db.known(r.symbol)]
+        # the parser must agree with olddefconfig, or its explanations are worthless
+        disagree = [r.symbol for r in requests if db.known(r.symbol)
+                    and db.value(r.symbol) != values.get(r.symbol, "n")]
+        if disagree:
+            raise ConfigError(f"the Kconfig parser disagrees with olddefconfig on "
+                              f"{', '.join(disagree[:5])} (environment?); see {log}", 3)
+        known = [r for r in requests if r not in unknown]
+        if any(values.get(r.symbol, "n") != r.want for r in known):
+            return unknown, explain_missing(db, merged, known, objdir)
+    return unknown, []
+
+
+def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
+                 fragments: list[Path], log: Path) -> None:
+    def make(*targets: str) -> None:
+        result = proc.run(["make", "-s", f"O={objdir}", *targets], cwd=tree,
+                          timeout=900, log=log, error=ConfigError)
+        if not result.ok:
+            raise ConfigError(f"make {' '.join(targets)} failed in {tree}; see {log}", 3)
+
+    extra: list[Path] = []
+    if kind == "file":
+        shutil.copyfile(base_file, objdir / ".config")
+    else:
+        make(kind)
+        guest = tree / "kernel/configs/kvm_guest.config"
+        if kind == "tinyconfig" and guest.exists():
+            extra.append(guest)
+    merged = proc.run([tree / "scripts/kconfig/merge_config.sh", "-m", "-O", objdir,
+                       objdir / ".config", *extra, *fragments], cwd=tree,
+                      timeout=300, log=log, error=ConfigError)
+    if not merged.ok:
+        raise ConfigError(f"merge_config.sh failed for {', '.join(map(str, fragments))}"
+                          f"; see {log}", 3)
+    shutil.copyfile(objdir / ".config", objdir / MERGED)
+    make("olddefconfig")
+
+
+def check(report: ConfigReport) -> None:
+    """Fail before the build: unknown symbols are bad input (exit 2), symbols
+    that did not stick are a kernel-configuration failure (exit 1)."""
+    if report.unknown:
+        lines = [f"  {r.fragment}:{r.line}: CONFIG_{r.symbol} is not defined by this "
+                 f"tree's Kconfig" for r in report.unknown]
+        raise ConfigError(f"{len(report.unknown)} requested Kconfig symbol(s) unknown to "
+                          "this tree (misspelt, renamed or removed?):\n" + "\n".join(lines), 2)
+    missing = report.missing
+    if not missing:
+        return
+    raise ConfigError(f"{len(missing)} requested Kconfig symbol(s) did not stick after "
+                      f"olddefconfig:\n" + explain_text(report), 1)
+
+
+def explain_text(report: ConfigReport) -> str:
+    """The missing symbols with why and the fix, for messages and the CLI."""
+    by_symbol = {e.symbol: e for e in report.explanations}
+    out = []
+    for request, got in report.missing:
+        out.append(f"CONFIG_{request.symbol}: wanted {request.want}, got {got} "
+                   f"({request.where})")
+        exp = by_symbol.get(request.symbol)
+        if exp:
+            out += ["    " + line for line in exp.why.splitlines()]
+    fix = fix_lines(report)
+    if fix:
+        verified = all(e.verified for e in report.explanations)
+        out.append("add to a fragment" + (" (checked with this tree's Kconfig: with these "
+                                          "lines every requested symbol sticks):"
+                                          if verified else
+                                          " (not enough on its own; see above):"))
+        out += [f"    {line}" for line in fix]
+    return "\n".join(out)
+
+
+def fix_lines(report: ConfigReport) -> list[str]:
+    return list(dict.fromkeys(line for e in report.explanations for line in e.fix))
+
+
+def summary(report: ConfigReport) -> KconfigResult:
+    """The results.json `kconfig` section."""
+    got = dict(report.actual)
+    by_symbol = {e.symbol: e for e in report.explanations}
+    return KconfigResult(
+        base=report.base,
+        requested=[RequestedSymbol(r.symbol, r.want, got[r.symbol], r.where, r.why)
+                   for r in report.requested],
+        unknown=[UnknownSymbol(r.symbol, r.where) for r in report.unknown],
+        missing=[_missing_entry(r, g, by_symbol.get(r.symbol))
+                 for r, g in report.missing if r not in report.unknown],
+        fix=fix_lines(report))
+
+
+def _missing_entry(request: Request, got: str, exp: Explanation | None) -> MissingSymbol:
+    if exp is None:
+        return MissingSymbol(request.symbol, request.want, got, request.where)
+    return MissingSymbol(request.symbol, request.want, got, request.where, exp.why,
+                         list(exp.fix), list(exp.roots), exp.select_only, exp.verified)
+
+
+def check_tree(tree: Path, base: str, fragment_names: list[str], cache: Cache,
+               log: Path) -> ConfigReport:
+    """`harness config check`: configure a tree (any checkout, never written to:
+    the objects go to a cached scratch directory per tree) and analyse it."""
+    fragments = [fragment_path(name) for name in fragment_names]
+    requests = effective_requests(fragments)
+    kind, base_file = _base_inputs(KconfigSpec(base=base, fragments=tuple(fragment_names)))
+    key = digest("config-check", str(Path(tree).resolve()))
+    with cache.lock("checkdirs", key):
+        objdir = cache.entry("checkdirs", key)
+        objdir.mkdir(parents=True, exist_ok=True)
+        _make_config(Path(tree), objdir, kind, base_file, fragments, log)
+        unknown, explanations = analyse(Path(tree), objdir, requests, log)
+        return _report(objdir / ".config", base, requests, False, unknown, explanations,
+                       objdir / ".config")

@@ -1,0 +1,267 @@
+"""The stage sequence, written once:
+
+    source -> series -> kconfig -> build -> selftests   (`kernel()`: every command
+    -> image -> boot -> test                             that needs a kernel)
+
+Each stage is timed and recorded in the RunResult (`Stages`) and shown by the
+Progress display; `kernel_for()` runs the same kernel stages without a run
+directory (tests, benchmarks). runner.py owns what is around a run: its
+directory, signals, the crash records, the verdict and the writers."""
+from __future__ import annotations
+
+import contextlib
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import build, image, kconfig, selftests, series, source, suites
+from .cache import Cache, digest
+from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, SuiteError
+from .plan import Plan, waiver_for
+from .progress import Progress
+from .results.model import KconfigResult, NodeRecord, RunResult, SeriesResult, StageRecord
+from .series import check as patchcheck
+from .suites import expectations
+from .suites.plugin import SuiteContext, SuiteNode
+from .vm import topology
+from .vm.accel import choose as choose_accel
+from .vm.qemu import BootConfig, QemuNode
+from .vm.watchdog import Watchdog
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM: stop, clean up, still write the run directory. A
+    KeyboardInterrupt, so that pytest running the suites stops too."""
+
+
+@dataclass
+class StageInfo:
+    cached: bool = False
+    note: str = ""
+
+
+class Stages:
+    """Times each stage, records it in `result.stages`, shows it."""
+
+    def __init__(self, result: RunResult, progress: Progress | None = None):
+        self.result, self.progress = result, progress
+
+    @contextlib.contextmanager
+    def __call__(self, name: str):
+        start = time.monotonic()
+        info = StageInfo()
+        shown = self.progress.stage(name) if self.progress else contextlib.nullcontext()
+        try:
+            with shown:
+                yield info
+        except BaseException as exc:
+            seconds = time.monotonic() - start
+            status = "fail" if getattr(exc, "exit_code", EXIT_INFRA) == EXIT_FAIL else "error"
+            self.result.stages.append(StageRecord(name, status, round(seconds, 2),
+                                                  str(exc) or type(exc).__name__))
+            if self.progress:
+                self.progress.stage_failed(name, status, seconds)
+            raise
+        seconds = round(time.monotonic() - start, 2)
+        self.result.stages.append(StageRecord(name, "pass", seconds, info.note, info.cached))
+        if self.progress:
+            self.progress.stage_done(name, seconds, info.cached)
+
+
+@dataclass
+class Kernel:
+    """What the kernel stages produce."""
+    tree: source.SourceTree          # at the top of the series
+    config: kconfig.ConfigReport
+    build: build.KernelBuild
+    modules_order: str = ""          # the build's modules.order, for blame
+    artifacts: dict[str, Path] = field(default_factory=dict)   # host-built selftests
+
+
+@dataclass
+class Run:
+    """One run's state as the stages fill it."""
+    plan: Plan
+    cache: Cache
+    logs: Path
+    result: RunResult
+    stages: Stages
+    progress: Progress | None = None
+    run_dir: Path | None = None      # None outside a run (kernel_for)
+    kernel: Kernel | None = None
+    nodes: list[QemuNode] = field(default_factory=list)
+    interrupted: str = ""
+
+    def say(self, text: str) -> None:
+        if self.progress:
+            self.progress.say(text)
+
+
+@contextlib.contextmanager
+def objdir_for(tree: source.SourceTree, cache: Cache):
+    """The tree's object directory (kept for incremental builds), locked: one
+    kconfig+build at a time writes it."""
+    key = digest(str(tree.path))
+    with cache.lock("objdirs", key):
+        yield cache.entry("objdirs", key)
+
+
+def kernel(run: Run) -> Kernel:
+    """source -> series -> kconfig -> build (-> selftests the suites need)."""
+    plan, cache, logs, result = run.plan, run.cache, run.logs, run.result
+    with run.stages("source"):
+        tree = source.prepare(plan.kernel, cache, logs / "source.log")
+        result.kernel.source, result.kernel.commit = tree.origin, tree.commit
+        result.kernel.version = tree.version
+    with objdir_for(tree, cache) as objdir:
+        if plan.series:
+            with run.stages("series") as info:
+                tree = _series(run, tree, objdir)
+                info.note = f"{len(result.patches)} patch(es)"
+        else:
+            series.checkout_base(tree, logs / "source.log")
+        with run.stages("kconfig") as info:
+            report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / "kconfig.log")
+            info.cached = report.cached
+            if run.run_dir is not None:
+                shutil.copyfile(report.config, run.run_dir / "config")
+            section = kconfig.summary(report)
+            section.series_changes = result.kconfig.series_changes
+            result.kconfig = section
+            kconfig.check(report)
+        with run.stages("build") as info:
+            kb = build.build(tree, report, objdir, plan.build, cache, logs / "build.log")
+            order = objdir / "modules.order"
+            run.kernel = Kernel(tree, report, kb, order.read_text() if order.exists() else "")
+            info.cached, info.note = kb.cached, f"{len(kb.warnings)} warnings"
+            result.kernel.release, result.kernel.build_key = kb.release, kb.key
+            result.kernel.warnings = list(kb.warnings)
+        if selftests.wanted(plan.suites):     # under the objdir lock: headers_install
+            with run.stages("selftests") as info:
+                run.kernel.artifacts, info.cached = selftests.build(
+                    plan.suites, tree.path, objdir, kb.key, cache, logs / "selftests.log")
+    if run.run_dir is not None:
+        shutil.copyfile(kb.config, run.run_dir / ".config")
+    return run.kernel
+
+
+def kernel_for(plan: Plan, cache: Cache, logs: Path) -> build.KernelBuild:
+    """The kernel stages outside a run (tests, benchmarks): the same stages and
+    cache as a run, without a run directory or display."""
+    result = RunResult(run_id="kernel-for", plan=plan.name)
+    return kernel(Run(plan, cache, logs, result, Stages(result))).build
+
+
+def _series(run: Run, tree: source.SourceTree, objdir: Path) -> source.SourceTree:
+    """Apply the plan's series (and, with per_patch, build after every patch).
+    Returns the tree at the top of the series."""
+    plan, logs = run.plan, run.logs
+    work = (run.run_dir or logs) / "series"
+    work.mkdir(exist_ok=True)
+    specs = [series.load(ref, work, logs / "series.log") for ref in plan.series]
+    run.result.series = [SeriesResult(s.name, s.origin, s.base, s.upstream) for s in specs]
+    checker = None
+    if plan.per_patch:
+        series.checkout_base(tree, logs / "series.log")
+        run.say(f"base {tree.commit[:12]}: building in {objdir} to learn its warnings")
+        checker = patchcheck.PatchChecker.prepare(
+            plan, run.cache, tree, objdir, logs,
+            on_patch=run.progress.patch if run.progress else None)
+    applied = series.apply(tree, specs, logs / "series.log", after_each=checker)
+    reports = checker.finish() if checker else [
+        patchcheck.PatchReport(p.index, p.series, p.subject, p.author, p.commit,
+                               Path(p.file).name, list(p.files)) for p in applied.patches]
+    for entry in run.result.series:
+        entry.patches = [r for r in reports if r.series == entry.name]
+    # the .config symbols the whole series changed (per-patch runs configure
+    # again after every patch that touches a Kconfig file)
+    first: dict[str, str] = {}
+    last: dict[str, str] = {}
+    for report in reports:
+        for change in report.config_changes:
+            first.setdefault(change.symbol, change.old)
+            last[change.symbol] = change.new
+    run.result.kconfig = KconfigResult(series_changes=[
+        patchcheck.ConfigChange(s, first[s], last[s]) for s in first if first[s] != last[s]])
+    run.result.kernel.series_top = applied.tree.commit
+    return applied.tree
+
+
+def guest_image(run: Run) -> tuple[image.GuestImage, Path]:
+    """The guest's base disk and the kernel's modules disk."""
+    with run.stages("image") as info:
+        img = image.build_image(run.plan.image, run.cache, run.logs / "image.log")
+        moddisk = _modules_disk(run.kernel.build, run.cache, run.logs / "image.log")
+        info.cached = img.cached
+    return img, moddisk
+
+
+def _modules_disk(kb: build.KernelBuild, cache: Cache, log: Path) -> Path:
+    with cache.lock("moddisks", kb.key):
+        entry = cache.get("moddisks", kb.key)
+        if entry is None:
+            with cache.fill("moddisks", kb.key) as scratch:
+                image.modules_disk(kb.modules_root, kb.release, scratch / "modules.img", log)
+            entry = cache.entry("moddisks", kb.key)
+    return entry / "modules.img"
+
+
+def boot(run: Run, img: image.GuestImage, moddisk: Path) -> None:
+    """Start every node (appended to run.nodes at once, so that a failure
+    stops the ones already started) and wait for their SSH."""
+    with run.stages("boot"):
+        vm, kb, result = run.plan.vm, run.kernel.build, run.result
+        accel = choose_accel(vm.accel, kb.bzimage, run.cache, run.logs, vm.kvm_probe_timeout)
+        result.kernel.accel, result.kernel.accel_reason = accel.accel, accel.reason
+        run.say(f"accelerator: {accel.accel} ({accel.reason})")
+        extra = " ".join(filter(None, ["harness.init=systemd" if vm.init == "systemd" else "",
+                                       vm.cmdline]))
+        config = BootConfig(kb, img, moddisk, accel.accel, vm.boot_timeout, img.init, extra,
+                            vm.machine, vm.firmware, p2pdma="p2pdma" in run.plan.suites)
+        for spec in topology(vm):
+            node = QemuNode(spec, config, run.run_dir / "nodes" / spec.name)
+            run.nodes.append(node)
+            node.start()
+        for node in run.nodes:
+            node.wait_ssh(node.dir / "ssh.log")
+            run.say(f"{node.name}: SSH answered {node.boot_seconds:.1f} s after QEMU started")
+        result.nodes = [NodeRecord(n.name, n.spec.ssh_port, n.spec.l2_ip,
+                                   round(n.boot_seconds or 0, 2)) for n in run.nodes]
+
+
+def test(run: Run) -> None:
+    """The plan's suites against the booted nodes, under the hang watchdog."""
+    with run.stages("test"):
+        plan, result, kb = run.plan, run.result, run.kernel
+        sctx = SuiteContext(
+            nodes=[SuiteNode(n.name, n.session, n.spec.l2_ip, n.spec.l2_nic)
+                   for n in run.nodes],
+            kernel_release=kb.build.release, modules=plan.modules or suites.DEFAULT_MODULES,
+            waived=lambda c: waiver_for(plan, c.title, c.signature),
+            module_cycles=plan.modules_cycles,
+            command_timeout=plan.test_timeout, artifacts=kb.artifacts,
+            expectations=expectations.Expectations.resolve(
+                expectations.load(plan.suites, plan.expectations), kb.tree.path))
+        result.expectations = sctx.expectations.summary()
+        shown = (run.progress or Progress()).for_tests()
+        with Watchdog(run.nodes, plan.vm.hang_timeout, on_hang=shown.hang):
+            result.tests = list(suites.run(plan.suites, sctx, run.logs / "pytest.log",
+                                           on_result=shown.row))
+        if run.interrupted:      # pytest swallowed the KeyboardInterrupt and returned
+            raise Interrupted(run.interrupted)
+        dead = [n for n in run.nodes if not n.alive()]
+        if dead:
+            # the results so far are kept; whether the kernel is to blame is
+            # decided from the console by the verdict (a crash or hang: exit 1)
+            raise SuiteError("; ".join(_death(n) for n in dead)
+                             + "; results of the tests that ran are kept", EXIT_INFRA)
+        if not result.tests:
+            raise HarnessError("the suites ran no test; see logs/pytest.log", EXIT_INFRA)
+
+
+def _death(node: QemuNode) -> str:
+    if node.hang is not None:
+        return (f"{node.name}: hung ({node.hang.reason}; QEMU state {node.hang.vm_status}), "
+                "killed by the watchdog")
+    return f"{node.name}: QEMU exited (code {node.popen.returncode}) during the tests"

@@ -1,0 +1,259 @@
+"""Run plans: YAML (+ `--set key=value` overrides) -> a typed, validated Plan.
+
+Every schema error names the file, the dotted key path and what was expected,
+and maps to exit code 2.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import PlanError
+
+# The project's data (plans, kconfigs, patches, vm-images): in a checkout,
+# harness/_data holds symlinks to the top-level folders; an installed package
+# carries copies of them there (pyproject.toml package-data).
+PROJECT_ROOT = Path(__file__).resolve().parent / "_data"
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    # debian: Debian's linux-source package; git: a local tree at a ref
+    source: str = "debian"
+    debian_package: str = "linux-source-7.2"
+    # an exact Debian version, or a glob: the newest offered version matching it
+    debian_version: str = "7.2.*"
+    debian_suites: tuple[str, ...] = ("sid", "trixie-backports")
+    tree: str | None = None
+    ref: str = "HEAD"
+
+
+@dataclass(frozen=True)
+class KconfigSpec:
+    # tinyconfig (+ kvm_guest.config), defconfig, or a path to a .config
+    base: str = "tinyconfig"
+    fragments: tuple[str, ...] = ("virt-guest",)
+
+
+@dataclass(frozen=True)
+class BuildSpec:
+    jobs: int = 0               # 0: one per host core
+    ccache: bool = True
+    timeout: int = 7200         # seconds for the whole make
+
+
+@dataclass(frozen=True)
+class VmSpec:
+    backend: str = "qemu"
+    accel: str = "auto"         # auto | kvm | tcg
+    nodes: int = 2
+    memory_mb: int = 2048
+    cpus: int = 1
+    boot_timeout: int = 300     # seconds until the first SSH answer (TCG is slow)
+    kvm_probe_timeout: int = 20
+    # seconds without an SSH answer (and with a silent console, or one printing
+    # only stall reports) after which a node counts as hung during the tests:
+    # SysRq task dumps, then the node is killed and the run fails with "hang"
+    hang_timeout: int = 180
+    init: str = "fast"          # fast (harness init) | systemd
+    l2_subnet: str = "10.99.0"  # node N gets <subnet>.N/24 on its second NIC
+    machine: str = "q35"        # QEMU machine type
+    # qboot starts a -kernel boot ~0.6 s sooner than SeaBIOS under TCG (measured);
+    # "" for QEMU's default firmware
+    firmware: str = "qboot.rom"
+    cmdline: str = ""           # appended to the guest kernel command line
+
+
+@dataclass(frozen=True)
+class Waiver:
+    # a crash title or signature, exactly, or a prefix ending in "*"
+    match: str
+    reason: str = ""            # required: why this crash does not fail the run
+
+
+@dataclass(frozen=True)
+class PerfSpec:
+    # the run the perf suite's metrics are compared with: "" = the latest
+    # earlier run of this plan (same name) in the runs directory with perf
+    # metrics, a run id (runs/<id>), or "none" for no comparison
+    baseline: str = ""
+    # flag a throughput drop / latency rise larger than this (percent); a
+    # warning, never a failure: TCG numbers are noisy
+    threshold_percent: int = 30
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str = "unnamed"
+    description: str = ""
+    kernel: KernelSpec = field(default_factory=KernelSpec)
+    kconfig: KconfigSpec = field(default_factory=KconfigSpec)
+    build: BuildSpec = field(default_factory=BuildSpec)
+    image: str = "trixie-rdma"
+    vm: VmSpec = field(default_factory=VmSpec)
+    suites: tuple[str, ...] = ("modules", "verbs-smoke")
+    modules: tuple[str, ...] = ()
+    modules_cycles: int = 3     # load/unload cycles per module in the modules suite
+    test_timeout: int = 900     # seconds for one guest command inside a suite
+    # patch series applied in order on top of the kernel: names in patches/, a
+    # series directory, a directory of *.patch, an mbox, or a lore message-id
+    series: tuple[str, ...] = ()
+    # build after every patch: new warnings, checkpatch, .config changes, bisectability
+    per_patch: bool = False
+    # known crashes that do not fail the run (each shown in the report with its reason)
+    waivers: tuple[Waiver, ...] = ()
+    # known failures of the suites beyond harness/suites/expectations/<suite>.yaml:
+    # YAML files {suite: {provider: [{test, reason, intermittent, until}]}}
+    expectations: tuple[str, ...] = ()
+    perf: PerfSpec = field(default_factory=PerfSpec)
+    source_file: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+CHOICES = {
+    "kernel.source": ("debian", "git"),
+    "vm.backend": ("qemu",),
+    "vm.accel": ("auto", "kvm", "tcg"),
+    "vm.init": ("fast", "systemd"),
+}
+
+
+def _describe(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _convert(value: Any, tp: Any, where: str, src: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)][0]
+        return _convert(value, inner, where, src)
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            raise PlanError(f"{src}: {where}: expected a list, got {value!r}")
+        return tuple(_convert(v, typing.get_args(tp)[0], f"{where}[{i}]", src)
+                     for i, v in enumerate(value))
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, where, src)
+    if tp is bool and isinstance(value, bool):
+        return value
+    if tp is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if tp is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise PlanError(f"{src}: {where}: expected {_describe(tp)}, got {value!r}")
+
+
+def _build(cls: type, data: Any, where: str, src: str) -> Any:
+    if not isinstance(data, dict):
+        raise PlanError(f"{src}: {where or 'top level'}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        path = f"{where}.{key}" if where else str(key)
+        if key not in names or key == "source_file":
+            raise PlanError(f"{src}: unknown key '{path}' (known here: "
+                            f"{', '.join(sorted(names - {'source_file'}))})")
+        kwargs[key] = _convert(value, hints[key], path, src)
+        allowed = CHOICES.get(path)
+        if allowed and kwargs[key] not in allowed:
+            raise PlanError(f"{src}: {path}: expected one of {', '.join(allowed)}, "
+                            f"got {kwargs[key]!r}")
+    return cls(**kwargs)
+
+
+def apply_set(data: dict, assignment: str) -> None:
+    """Apply one `--set a.b.c=value` to the raw plan mapping; value is YAML."""
+    if "=" not in assignment:
+        raise PlanError(f"--set {assignment}: expected KEY=VALUE (e.g. vm.accel=tcg)")
+    key, raw = assignment.split("=", 1)
+    try:
+        value = yaml.safe_load(raw) if raw != "" else ""
+    except yaml.YAMLError as exc:
+        raise PlanError(f"--set {key}: value {raw!r} is not valid YAML: {exc}") from exc
+    parts = key.strip().split(".")
+    node = data
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise PlanError(f"--set {key}: '{part}' is not a mapping in the plan")
+    node[parts[-1]] = value
+
+
+def load(path: str | Path | None, overrides: list[str] = ()) -> Plan:
+    path = Path(path) if path else PROJECT_ROOT / "plans" / "quickstart.yaml"
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise PlanError(f"{path}: plan file not found") from None
+    except OSError as exc:
+        raise PlanError(f"{path}: cannot read plan: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise PlanError(f"{path}{line}: malformed YAML: "
+                        f"{getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise PlanError(f"{path}: top level must be a mapping of plan keys")
+    for assignment in overrides:
+        apply_set(data, assignment)
+    plan = _build(Plan, data, "", str(path))
+    if plan.kernel.tree and plan.kernel.source == "debian":
+        # naming a tree is choosing it: `--set kernel.tree=/src/linux` is enough
+        plan = dataclasses.replace(
+            plan, kernel=dataclasses.replace(plan.kernel, source="git"))
+    _check(plan, str(path))
+    return dataclasses.replace(plan, source_file=str(path))
+
+
+def waiver_for(plan: Plan, title: str, signature: str = "") -> Waiver | None:
+    """The plan's waiver matching a crash, if any."""
+    for waiver in plan.waivers:
+        pattern = waiver.match
+        if pattern.endswith("*") and (title.startswith(pattern[:-1])
+                                      or signature.startswith(pattern[:-1])):
+            return waiver
+        if pattern in (title, signature):
+            return waiver
+    return None
+
+
+def _check(plan: Plan, src: str) -> None:
+    if plan.kernel.source == "git" and not plan.kernel.tree:
+        raise PlanError(f"{src}: kernel.source is git but kernel.tree is not set "
+                        "(e.g. --set kernel.tree=/src/linux)")
+    if plan.vm.nodes < 1 or plan.vm.nodes > 2:
+        raise PlanError(f"{src}: vm.nodes: 1 or 2 nodes are supported (the shared "
+                        f"L2 is a point-to-point link), got {plan.vm.nodes}")
+    if plan.modules_cycles < 1:
+        raise PlanError(f"{src}: modules_cycles: must be at least 1")
+    for index, waiver in enumerate(plan.waivers):
+        if not waiver.reason.strip():
+            raise PlanError(f"{src}: waivers[{index}] ({waiver.match!r}): say why in "
+                            "`reason`; a waiver without a reason hides a bug")
+    if not 0 < plan.perf.threshold_percent <= 1000:
+        raise PlanError(f"{src}: perf.threshold_percent: a percentage between 1 and 1000, "
+                        f"got {plan.perf.threshold_percent}")
+    baseline = plan.perf.baseline
+    if baseline and ("/" in baseline or baseline.startswith(".") or baseline != baseline.strip()):
+        raise PlanError(f"{src}: perf.baseline: a run id (a directory name in the runs "
+                        f"directory, e.g. 20260101-120000-quickstart-abcd), `none`, or empty "
+                        f"for the latest earlier run of this plan; got {baseline!r}")
+    for key in ("memory_mb", "cpus", "boot_timeout", "kvm_probe_timeout", "hang_timeout"):
+        if getattr(plan.vm, key) <= 0:
+            raise PlanError(f"{src}: vm.{key}: must be positive")

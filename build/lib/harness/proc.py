@@ -1,0 +1,154 @@
+"""The one helper through which every external program is started.
+
+argv lists only (never a shell with user strings), a timeout, the whole
+process group killed on timeout or interrupt, output to a log file when asked.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Mapping, Sequence
+
+from .errors import EXIT_INFRA, ProcError
+
+
+@dataclass(frozen=True)
+class Completed:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    def tail(self, lines: int = 20) -> str:
+        text = (self.stdout + "\n" + self.stderr).strip().splitlines()
+        return "\n".join(text[-lines:])
+
+
+def _env(extra: Mapping[str, str] | None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.setdefault("LC_ALL", "C.UTF-8")
+    if extra:
+        env.update(extra)
+    return env
+
+
+def kill_group(popen: subprocess.Popen, grace: float = 5.0) -> None:
+    """Terminate the process group of `popen`, then kill it if it lingers."""
+    if popen.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(popen.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            popen.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run(argv: Sequence[str | os.PathLike], *, timeout: float | None = None,
+        cwd: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
+        log: Path | None = None, check: bool = False, input: str | None = None,
+        error: type[Exception] = ProcError) -> Completed:
+    """Run argv to completion. With `log`, stdout+stderr go (appended) to that file
+    and `stdout` of the result is empty; otherwise both are captured as text."""
+    args = [str(a) for a in argv]
+    start = time.monotonic()
+    out: IO | int = subprocess.PIPE
+    logf = None
+    if log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        logf = open(log, "ab")
+        logf.write(("$ " + " ".join(args) + "\n").encode())
+        logf.flush()
+        out = logf
+    try:
+        popen = subprocess.Popen(
+            args, cwd=cwd, env=_env(env), stdout=out,
+            stderr=subprocess.STDOUT if logf else subprocess.PIPE,
+            stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
+            start_new_session=True)
+    except FileNotFoundError as exc:
+        if logf:
+            logf.close()
+        raise error(f"{args[0]}: program not found (run `harness doctor`)",
+                    3) from exc
+    try:
+        stdout, stderr = popen.communicate(input=input.encode() if input else None,
+                                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(popen)
+        raise error(f"{' '.join(args[:3])}... timed out after {timeout:.0f} s", 3)
+    except BaseException:
+        kill_group(popen)
+        raise
+    finally:
+        if logf:
+            logf.close()
+    result = Completed(tuple(args), popen.returncode,
+                       (stdout or b"").decode(errors="replace"),
+                       (stderr or b"").decode(errors="replace"),
+                       time.monotonic() - start)
+    if check and not result.ok:
+        where = f" (log: {log})" if log else ""
+        raise error(f"{' '.join(args[:4])} failed with exit code "
+                    f"{result.returncode}{where}\n{result.tail()}", 3)
+    return result
+
+
+def _die_with_parent() -> None:
+    """In the child: get SIGKILL when the harness dies, even by SIGKILL, so no
+    QEMU outlives the run (prctl PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+    except OSError:
+        pass
+
+
+def _start(argv: Sequence[str | os.PathLike], log: Path, cwd, env,
+           piped: bool) -> subprocess.Popen:
+    """Popen in its own process group, dying with the harness, the command line
+    logged first. piped: text stdin/stdout pipes, stderr to the log; else all
+    output to the log and no stdin."""
+    args = [str(a) for a in argv]
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "ab") as logf:
+        logf.write(("$ " + " ".join(args) + "\n").encode())
+        logf.flush()
+        streams = (dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logf, text=True)
+                   if piped else
+                   dict(stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT))
+        try:
+            return subprocess.Popen(args, cwd=cwd, env=_env(env), start_new_session=True,
+                                    preexec_fn=_die_with_parent, **streams)
+        except FileNotFoundError as exc:
+            raise ProcError(f"{args[0]}: program not found (run `harness doctor`)",
+                            EXIT_INFRA) from exc
+
+
+def spawn(argv: Sequence[str | os.PathLike], *, log: Path,
+          cwd: str | os.PathLike | None = None,
+          env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    """Start a long-running program (QEMU) in its own process group, output to
+    `log`. The caller owns it and must end it with kill_group()."""
+    return _start(argv, log, cwd, env, piped=False)
+
+
+def spawn_pipe(argv: Sequence[str | os.PathLike], *, log: Path,
+               cwd: str | os.PathLike | None = None,
+               env: Mapping[str, str] | None = None) -> subprocess.Popen:
+    """Start a helper that answers line-based requests: stdin and stdout are
+    text pipes, stderr goes to `log`. The caller owns it (kill_group())."""
+    return _start(argv, log, cwd, env, piped=True)

@@ -1,0 +1,76 @@
+"""What a run shows while it runs: a line per stage (a spinner on a terminal;
+plain lines in a CI log), a line per patch, per test row and per hang. The
+records themselves are kept by the pipeline; this module only prints."""
+from __future__ import annotations
+
+import contextlib
+import os
+
+from rich.console import Console
+from rich.markup import escape
+
+from .results.model import PatchResult, TestRecord
+
+# a log that is not a terminal (CI) gets lines this wide, so that tables never
+# cut a test or module name (rich's default is 80 columns)
+LOG_WIDTH = 250
+
+
+def make_console() -> Console:
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(highlight=False, width=LOG_WIDTH)
+    return console
+
+
+class Progress:
+    def __init__(self, console: Console | None = None):
+        self.console = console or make_console()
+
+    @contextlib.contextmanager
+    def stage(self, name: str):
+        self.console.print(f"[bold]>[/] {name} ...")
+        with (self.console.status(f"{name} ...") if self.console.is_terminal
+              else contextlib.nullcontext()):
+            yield
+
+    def stage_done(self, name: str, seconds: float, cached: bool) -> None:
+        self.console.print(f"[green]ok[/] {name} {seconds:.1f} s"
+                           + (" (cached)" if cached else ""))
+
+    def stage_failed(self, name: str, status: str, seconds: float) -> None:
+        self.console.print(f"[bold red]x[/] {name} {status} after {seconds:.1f} s")
+
+    def say(self, text: str) -> None:
+        """An indented detail line under the running stage."""
+        self.console.print(f"  {escape(text)}")
+
+    def patch(self, report: PatchResult) -> None:
+        state = "builds" if report.builds else "[bold red]DOES NOT BUILD[/]"
+        extra = [f"{len(report.new_warnings)} new warning(s)" if report.new_warnings else "",
+                 f"{len(report.checkpatch)} checkpatch finding(s)" if report.checkpatch else "",
+                 f"{len(report.config_changes)} .config change(s)"
+                 if report.config_changes else ""]
+        self.console.print(f"  patch {report.index} {escape(report.subject[:60])}: {state}"
+                           + "".join(f", {e}" for e in extra if e))
+
+    def for_tests(self) -> TestProgress:
+        return TestProgress(self.console)
+
+
+class TestProgress:
+    """Progress while pytest runs the suites: pytest's own output goes to
+    pytest.log (sys.stdout is redirected), these lines to the real terminal."""
+
+    def __init__(self, console: Console):
+        self.console = Console(file=console.file, highlight=False,
+                               force_terminal=console.is_terminal, width=console.width)
+
+    def row(self, record: TestRecord) -> None:
+        self.console.print(escape(f"  {record.status:5} {record.suite} {record.name} "
+                                  f"({record.seconds:.1f} s)"))
+
+    def hang(self, hang) -> None:
+        self.console.print(escape(f"  {hang.node}: hung ({hang.reason}); SysRq task dumps "
+                                  f"taken ({len(hang.dump.splitlines())} console lines), "
+                                  "node killed"))

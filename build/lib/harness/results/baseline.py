@@ -1,0 +1,152 @@
+"""Perf baseline: compare a run's perf metrics with an earlier run's.
+
+The baseline is the most recent earlier run of the same plan (by plan name) in
+the same runs directory that has perf metrics, or the run the plan names
+(`perf.baseline: <run-id>`; `none` turns the comparison off). Only large
+relative drops are flagged: a throughput_* metric lower, or a latency_* metric
+higher, than the baseline's by more than the threshold (percent). A flagged
+drop is a warning, never a failed verdict: TCG numbers are noisy.
+
+Everything but `load_runs`, `check_choice` and `compare_run` reads no file.
+Earlier runs are read with `RunResult.load`, which drops what it cannot trust
+(a metric that is not a number, a row without a name)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import PlanError
+from .model import PerfComparison, RunResult, TestRecord, WarningRecord
+
+SUITE = "perf"
+DEFAULT_THRESHOLD_PERCENT = 30
+NO_BASELINE = "none"        # perf.baseline: none -> no comparison
+
+
+def direction(metric: str) -> int:
+    """+1: higher is better (throughput), -1: lower is better (latency), 0: not
+    compared (CPU use, retransmits, counts)."""
+    if metric.startswith("throughput_"):
+        return 1
+    if metric.startswith("latency_"):
+        return -1
+    return 0
+
+
+def perf_metrics(tests: list[TestRecord]) -> dict[str, dict[str, float]]:
+    """Row name -> its comparable metrics, for the rows of the perf suite."""
+    rows: dict[str, dict[str, float]] = {}
+    for test in tests:
+        if test.suite != SUITE:
+            continue
+        metrics = {k: v for k, v in test.metrics.items() if direction(k)}
+        if metrics:
+            rows[test.name] = metrics
+    return rows
+
+
+def _when(run: RunResult) -> str:
+    # ISO timestamps sort as text; the run id starts with the same stamp
+    return run.started or run.run_id
+
+
+def pick_baseline(runs: list[RunResult], current: RunResult,
+                  chosen: str = "") -> RunResult | None:
+    """The baseline for `current` among `runs`: the run named `chosen`, or else
+    the latest run of the same plan started before `current` that has perf
+    metrics."""
+    if chosen == NO_BASELINE:
+        return None
+    if chosen:
+        return next((r for r in runs if r.run_id == chosen), None)
+    earlier = [r for r in runs
+               if r.plan == current.plan and r.run_id != current.run_id
+               and _when(r) < _when(current) and perf_metrics(r.tests)]
+    return max(earlier, key=lambda r: (_when(r), r.run_id), default=None)
+
+
+def compare(current: dict[str, dict[str, float]], baseline: dict[str, dict[str, float]],
+            threshold_percent: float, baseline_run: str) -> list[WarningRecord]:
+    """One warning per metric that dropped by more than the threshold."""
+    warnings = []
+    for row, metrics in current.items():
+        for metric, value in metrics.items():
+            base = baseline.get(row, {}).get(metric)
+            if base is None or base <= 0:
+                continue
+            change = (value - base) / base * 100
+            worse = -change if direction(metric) > 0 else change
+            if worse <= threshold_percent:
+                continue
+            what = "lower" if direction(metric) > 0 else "higher"
+            warnings.append(WarningRecord(
+                kind="perf-drop", test=row, metric=metric, value=value, baseline=base,
+                baseline_run=baseline_run, change_percent=round(change, 1),
+                threshold_percent=threshold_percent,
+                message=(f"perf: {row} {metric} {value:g} is {abs(change):.0f}% {what} "
+                         f"than {base:g} in baseline run {baseline_run} "
+                         f"(threshold {threshold_percent:g}%)")))
+    return warnings
+
+
+def summarize(current: RunResult, runs: list[RunResult], chosen: str,
+              threshold_percent: float) -> tuple[PerfComparison | None, list[WarningRecord]]:
+    """(the `perf` section of results.json, the warnings) for a finished run;
+    no section for a run without perf rows."""
+    rows = perf_metrics(current.tests)
+    if not rows:
+        return None, []
+    if chosen == NO_BASELINE:
+        return PerfComparison(threshold_percent, None,
+                              note="comparison turned off (perf.baseline: none)"), []
+    base = pick_baseline(runs, current, chosen)
+    if base is None:
+        note = (f"no run {chosen} in the runs directory" if chosen else
+                f"no earlier run of plan {current.plan} with perf metrics in the runs "
+                "directory")
+        return PerfComparison(threshold_percent, None, note=note), []
+    base_rows = perf_metrics(base.tests)
+    warnings = compare(rows, base_rows, threshold_percent, base.run_id)
+    return PerfComparison(
+        threshold_percent, base.run_id, baseline_started=base.started,
+        chosen_by="plan key perf.baseline" if chosen else "latest earlier run of this plan",
+        compared=sum(1 for row, m in rows.items() for k in m if k in base_rows.get(row, {})),
+        flagged=len(warnings)), warnings
+
+
+def load_runs(runs_dir: Path, skip: str = "") -> list[RunResult]:
+    """Every readable results.json under runs_dir (one level), but `skip`'s."""
+    runs = []
+    for path in sorted(Path(runs_dir).glob("*/results.json")):
+        if path.parent.name == skip:
+            continue
+        try:
+            runs.append(RunResult.load(path))
+        except (OSError, ValueError, TypeError):
+            continue        # a run being written, or damaged: not a baseline
+    return runs
+
+
+def check_choice(chosen: str, runs_dir: Path, plan_file: str) -> None:
+    """A plan naming a baseline run that is not there (or has no perf metrics)
+    stops at once with exit 2, before anything is built."""
+    if not chosen or chosen == NO_BASELINE:
+        return
+    path = Path(runs_dir) / chosen / "results.json"
+    try:
+        run = RunResult.load(path)
+    except (OSError, ValueError, TypeError):
+        raise PlanError(f"{plan_file}: perf.baseline: no readable {path} (give the id of "
+                        f"a run in {runs_dir}, or `none`)") from None
+    if not perf_metrics(run.tests):
+        raise PlanError(f"{plan_file}: perf.baseline: run {chosen} has no perf metrics "
+                        "(it did not run the perf suite, or its perf tests gave none)")
+
+
+def compare_run(result: RunResult, runs_dir: Path, chosen: str = "",
+                threshold_percent: float = DEFAULT_THRESHOLD_PERCENT
+                ) -> tuple[PerfComparison | None, list[WarningRecord]]:
+    """summarize() for a finished run against the runs in runs_dir."""
+    if not perf_metrics(result.tests):
+        return None, []
+    return summarize(result, load_runs(runs_dir, skip=result.run_id), chosen,
+                     threshold_percent)

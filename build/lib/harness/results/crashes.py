@@ -1,0 +1,59 @@
+"""The run's crash records: what the detector found on each node's console,
+with the test that was running (the suites' markers), the suspected patch of
+the series (series/blame.py) and the plan's waiver; a hung node's SysRq dump
+becomes a record of its own."""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable
+
+from .. import detect
+from ..detect import markers
+from ..errors import HarnessError
+from ..series import blame
+from .model import CrashRecord, SeriesResult
+
+
+@dataclass(frozen=True)
+class Attribution:
+    """What a crash is attributed with."""
+    patches: tuple[blame.Patch, ...] = ()
+    tree: Path | None = None                 # the tree at the top of the series
+    modules_order: str = ""                  # the build's modules.order
+    waiver: Callable[[str, str], object | None] = lambda title, signature: None
+
+    @staticmethod
+    def patches_of(series: list[SeriesResult]) -> tuple[blame.Patch, ...]:
+        return tuple(blame.Patch(p.index, p.commit, p.subject, tuple(p.files))
+                     for s in series for p in s.patches)
+
+
+def node_crashes(node: str, console: str, attribution: Attribution, hang=None,
+                 hang_line: int = 0) -> list[CrashRecord]:
+    """The records of one node: every report on its console, then its hang."""
+    spans = markers.TestSpans(console)
+    records = [_record(CrashRecord.from_crash(crash), spans, attribution)
+               for crash in detect.find_crashes(console, node=node)]
+    if hang is not None:
+        crash = detect.hang_crash(hang.dump, node, hang.reason, hang_line)
+        record = _record(CrashRecord.from_crash(crash), spans, attribution)
+        # QEMU itself stopped the VM (paused, internal error): not the kernel
+        records.append(replace(record, vm_status=hang.vm_status,
+                               silent_seconds=hang.silent_seconds,
+                               infrastructure=hang.vm_status != "running"))
+    return records
+
+
+def _record(record: CrashRecord, spans: markers.TestSpans,
+            attribution: Attribution) -> CrashRecord:
+    test = spans.test_at(record.line)
+    suspect = None
+    if attribution.patches and attribution.tree is not None:
+        with contextlib.suppress(HarnessError):
+            suspect = blame.suspect(record, list(attribution.patches), attribution.tree,
+                                    attribution.modules_order)
+    waiver = attribution.waiver(record.title, record.signature)
+    return replace(record, test=test, stage="test" if test else "boot",
+                   suspected_patch=suspect, waived=waiver.reason if waiver else "")

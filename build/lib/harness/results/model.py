@@ -1,0 +1,282 @@
+"""What a run produced, as typed records: the stages fill them, the writers
+(json, junit, summary) and later readers (`RunResult.load`: baselines,
+history, comparisons) share them. Turning them into JSON happens only in
+codec.py; the field names are the results.json keys."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .codec import EMPTY, OMIT, from_plain, to_plain
+
+# xfail: failed as an expectation (suites/expectations) says it does;
+# xpass: passed although one says it fails
+STATUSES = ("pass", "fail", "skip", "error", "xfail", "xpass")
+VERDICTS = ("pass", "fail", "error")
+
+
+@dataclass(frozen=True)
+class StageRecord:
+    name: str            # source, series, kconfig, build, selftests, image, boot, test
+    status: str          # pass | fail | error | skip
+    seconds: float
+    message: str = ""
+    cached: bool = False
+
+
+@dataclass(frozen=True)
+class TestRecord:
+    suite: str
+    name: str
+    node: str
+    status: str          # one of STATUSES
+    seconds: float
+    message: str = ""
+    metrics: dict[str, float] = field(default_factory=dict)
+    provider: str = ""   # the RDMA provider the row ran on (rxe, siw), if any
+
+
+@dataclass
+class KernelInfo:
+    """Filled stage by stage; what a stage did not reach is not written."""
+    source: str | None = field(default=None, metadata=OMIT)     # tree origin
+    commit: str | None = field(default=None, metadata=OMIT)     # the base commit
+    version: str | None = field(default=None, metadata=OMIT)
+    series_top: str | None = field(default=None, metadata=OMIT)
+    release: str | None = field(default=None, metadata=OMIT)    # uname -r
+    build_key: str | None = field(default=None, metadata=OMIT)
+    warnings: list[str] | None = field(default=None, metadata=OMIT)
+    accel: str | None = field(default=None, metadata=OMIT)      # kvm | tcg
+    accel_reason: str | None = field(default=None, metadata=OMIT)
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    name: str
+    ssh_port: int
+    l2_ip: str
+    boot_seconds: float
+
+
+@dataclass(frozen=True)
+class SuspectedPatch:
+    """Which patch of the series a crash most likely comes from (series/blame.py)."""
+    patch: int | None              # the patch index when one patch is to blame
+    candidates: tuple[int, ...]    # every patch that remains possible
+    how: str                       # blame | frames | module
+    evidence: str
+
+
+@dataclass
+class CrashRecord:
+    """A detect.Crash as the run saw it: the test it happened in, the suspected
+    patch, a waiver, and for a hang what the watchdog saw of QEMU."""
+    kind: str
+    title: str
+    line: int
+    excerpt: str
+    node: str = ""
+    signature: str = ""
+    function: str = ""
+    location: str = ""
+    frames: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    unloading: tuple[str, ...] = ()
+    loading: tuple[str, ...] = ()
+    taint: str | None = None
+    timestamp: float | None = None
+    panicked: bool = False
+    panic: str = ""
+    truncated: bool = False
+    test: str = ""                 # the test running when it happened ("" boot)
+    stage: str = "boot"            # test | boot
+    suspected_patch: SuspectedPatch | None = None
+    waived: str = ""               # the plan waiver's reason
+    vm_status: str | None = field(default=None, metadata=OMIT)        # hangs only
+    silent_seconds: float | None = field(default=None, metadata=OMIT)
+    infrastructure: bool | None = field(default=None, metadata=OMIT)  # QEMU stopped the VM
+
+    @classmethod
+    def from_crash(cls, crash: Any, **extra: Any) -> CrashRecord:
+        """From a detect.Crash (its fields are a subset of these)."""
+        names = {f.name for f in fields(cls)}
+        values = {f.name: getattr(crash, f.name) for f in fields(crash) if f.name in names}
+        values["kind"] = str(getattr(values["kind"], "value", values["kind"]))
+        return cls(**values, **extra)
+
+    @property
+    def counts(self) -> bool:
+        """Fails the run: neither waived nor the infrastructure's doing."""
+        return not self.waived and not self.infrastructure
+
+
+@dataclass(frozen=True)
+class ConfigChange:
+    symbol: str
+    old: str
+    new: str
+
+
+@dataclass
+class PatchResult:
+    """One patch of a series: applied, and with per-patch checks, built."""
+    index: int
+    series: str
+    subject: str
+    author: str
+    commit: str
+    file: str
+    files: list[str] = field(default_factory=list)   # paths the commit changes
+    applied: bool = True
+    builds: bool | None = None            # None: not built (per_patch off)
+    build_seconds: float = 0.0
+    errors: str = ""                      # first error lines when it does not build
+    new_warnings: list[str] = field(default_factory=list)   # "file:line:col: text"
+    checkpatch: list[str] = field(default_factory=list)     # "LEVEL:TYPE file:line: text"
+    config_changes: list[ConfigChange] = field(default_factory=list)
+    breaks_bisection: str = ""
+
+
+@dataclass
+class SeriesResult:
+    name: str
+    origin: str
+    base: str
+    upstream: str
+    patches: list[PatchResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RequestedSymbol:
+    symbol: str
+    want: str
+    got: str
+    fragment: str        # file:line
+    why: str = ""        # the comment above the request
+
+
+@dataclass(frozen=True)
+class UnknownSymbol:
+    symbol: str
+    fragment: str
+
+
+@dataclass(frozen=True)
+class MissingSymbol:
+    """A request that did not stick, with the explainer's answer."""
+    symbol: str
+    want: str
+    got: str
+    fragment: str
+    why: str = ""
+    fix: list[str] = field(default_factory=list)
+    roots: list[str] = field(default_factory=list)
+    select_only: bool = False
+    verified: bool = False
+
+
+@dataclass
+class KconfigResult:
+    base: str | None = field(default=None, metadata=OMIT)
+    requested: list[RequestedSymbol] | None = field(default=None, metadata=OMIT)
+    unknown: list[UnknownSymbol] | None = field(default=None, metadata=OMIT)
+    missing: list[MissingSymbol] | None = field(default=None, metadata=OMIT)
+    fix: list[str] | None = field(default=None, metadata=OMIT)
+    # the .config symbols the applied series changed (Kconfig patches)
+    series_changes: list[ConfigChange] | None = field(default=None, metadata=OMIT)
+
+
+@dataclass(frozen=True)
+class PerfComparison:
+    """The perf suite's comparison with a baseline run (results/baseline.py)."""
+    threshold_percent: float
+    baseline_run: str | None = None
+    note: str | None = field(default=None, metadata=OMIT)
+    baseline_started: str | None = field(default=None, metadata=OMIT)
+    chosen_by: str | None = field(default=None, metadata=OMIT)
+    compared: int | None = field(default=None, metadata=OMIT)
+    flagged: int | None = field(default=None, metadata=OMIT)
+
+
+@dataclass(frozen=True)
+class WarningRecord:
+    """Not a failure: a perf drop, an unexpected pass."""
+    kind: str                    # perf-drop | unexpected-pass
+    message: str
+    suite: str | None = field(default=None, metadata=OMIT)
+    test: str | None = field(default=None, metadata=OMIT)
+    node: str | None = field(default=None, metadata=OMIT)
+    provider: str | None = field(default=None, metadata=OMIT)
+    metric: str | None = field(default=None, metadata=OMIT)
+    value: float | None = field(default=None, metadata=OMIT)
+    baseline: float | None = field(default=None, metadata=OMIT)
+    baseline_run: str | None = field(default=None, metadata=OMIT)
+    change_percent: float | None = field(default=None, metadata=OMIT)
+    threshold_percent: float | None = field(default=None, metadata=OMIT)
+
+
+@dataclass(frozen=True)
+class Until:
+    commit: str = ""
+    subject: str = ""
+
+
+@dataclass(frozen=True)
+class ExpectationEntry:
+    """A known failure in force (or, with `lifted`, lifted by the tree's fix)."""
+    suite: str
+    provider: str
+    test: str
+    reason: str
+    source: str
+    until: Until | None = field(default=None, metadata=OMIT)
+    lifted: str | None = field(default=None, metadata=OMIT)
+
+
+@dataclass(frozen=True)
+class ExpectationsSummary:
+    entries: list[ExpectationEntry] = field(default_factory=list)
+    lifted: list[ExpectationEntry] = field(default_factory=list)
+
+
+@dataclass
+class RunResult:
+    run_id: str
+    plan: str
+    verdict: str = "error"        # one of VERDICTS
+    exit_code: int = 3
+    started: str = ""
+    finished: str = ""
+    kernel: KernelInfo = field(default_factory=KernelInfo)
+    stages: list[StageRecord] = field(default_factory=list)
+    tests: list[TestRecord] = field(default_factory=list)
+    crashes: list[CrashRecord] = field(default_factory=list)
+    nodes: list[NodeRecord] = field(default_factory=list)
+    kconfig: KconfigResult = field(default_factory=KconfigResult)
+    series: list[SeriesResult] = field(default_factory=list)
+    perf: PerfComparison | None = field(default=None, metadata=EMPTY)
+    warnings: list[WarningRecord] = field(default_factory=list)
+    expectations: ExpectationsSummary | None = field(default=None, metadata=EMPTY)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return to_plain(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunResult:
+        return from_plain(cls, data)
+
+    @classmethod
+    def load(cls, path: Path) -> RunResult:
+        """A results.json back into these types; runs written by older
+        versions load too (what they lack takes the default)."""
+        data = json.loads(Path(path).read_text())
+        if not isinstance(data, dict) or not data.get("run_id"):
+            raise ValueError(f"{path}: not a results.json (no run_id)")
+        return cls.from_dict(data)
+
+    @property
+    def patches(self) -> list[PatchResult]:
+        return [p for s in self.series for p in s.patches]

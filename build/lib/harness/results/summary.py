@@ -1,0 +1,144 @@
+"""The summary a developer reads at the end of a run (rich tables; plain text
+when the output is not a terminal, e.g. in CI logs)."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from .model import STATUSES, RunResult
+
+_STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skip": "yellow",
+          "xfail": "yellow", "xpass": "yellow"}
+
+
+def _metrics(metrics: dict[str, float]) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in metrics.items())
+
+
+def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
+    stages = Table(title="stages", show_edge=False)
+    for column in ("stage", "status", "seconds", "note"):
+        stages.add_column(column)
+    for s in result.stages:
+        note = "cached" if s.cached else (s.message.splitlines()[0][:90] if s.message else "")
+        stages.add_row(s.name, f"[{_STYLE.get(s.status, '')}]{s.status}", f"{s.seconds:.1f}",
+                       escape(note))
+    console.print(stages)
+    _print_series(result, console)
+    if result.tests:
+        _print_tests(result, console)
+    for crash in result.crashes:
+        where = f" during {crash.test}" if crash.test else ""
+        label = (f"[yellow]waived crash[/] ({escape(crash.waived)})"
+                 if crash.waived else "[bold red]crash[/]")
+        console.print(f"{label} {escape(crash.node)}: {escape(crash.title)}"
+                      f"{escape(where)}", soft_wrap=True)
+        if crash.suspected_patch:
+            console.print(f"  suspected: {escape(crash.suspected_patch.evidence)}",
+                          soft_wrap=True)
+    _print_perf(result, console)
+    for lifted in result.expectations.lifted if result.expectations else ():
+        console.print(f"known failure no longer expected: {escape(lifted.suite)} "
+                      f"{escape(lifted.test)} on {escape(lifted.provider)} "
+                      f"({escape(lifted.lifted or '')})", soft_wrap=True)
+    for warning in result.warnings:      # perf drops, unexpected passes: not the verdict
+        console.print(f"[yellow]warning[/] {escape(warning.message)}", soft_wrap=True)
+    counts = {s: sum(1 for t in result.tests if t.status == s) for s in _STYLE}
+    kernel = result.kernel
+    console.print(
+        f"kernel {kernel.release or '?'} ({kernel.source or '?'}), accel "
+        f"{kernel.accel or '?'}; tests: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+    if result.error:
+        console.print(f"[bold red]error:[/] {escape(result.error)}")
+    style = _STYLE.get({"error": "error"}.get(result.verdict, result.verdict), "")
+    console.print(f"verdict: [{style}]{result.verdict}[/] (exit {result.exit_code}); "
+                  f"run directory: {escape(run_dir)}")
+
+
+# above this many rows (pyverbs alone gives ~650) the table lists only the rows
+# that need a look; every row is in results.json and junit.xml
+FULL_TABLE_ROWS = 80
+_ATTENTION = ("fail", "error", "xpass")
+
+
+def _print_tests(result: RunResult, console: Console) -> None:
+    shown = result.tests
+    title = "tests"
+    if len(shown) > FULL_TABLE_ROWS:
+        shown = [t for t in result.tests if t.status in _ATTENTION]
+        title = (f"tests: the {len(shown)} of {len(result.tests)} rows that failed, errored "
+                 "or passed unexpectedly (all rows: results.json, junit.xml)")
+    if shown:
+        tests = Table(title=title, show_edge=False)
+        for column in ("suite", "test", "node", "status", "seconds", "metrics / message"):
+            tests.add_column(column)
+        for t in shown:
+            message = t.message.splitlines()[0][:80] if t.message else ""
+            detail = (message or _metrics(t.metrics)) if t.status in ("fail", "error") \
+                else (_metrics(t.metrics) or message)
+            tests.add_row(escape(t.suite), escape(t.name), escape(t.node),
+                          f"[{_STYLE.get(t.status, '')}]{t.status}", f"{t.seconds:.1f}",
+                          escape(detail))
+        console.print(tests)
+    else:
+        console.print(title.split(":")[0] + ": no row failed, errored or passed unexpectedly")
+    names = list(dict.fromkeys(t.suite for t in result.tests))
+    if len(names) == 1 and shown is result.tests:
+        return           # the table above says it all
+    suites = Table(title="rows per suite", show_edge=False)
+    for column in ("suite", *STATUSES):
+        suites.add_column(column)
+    for suite in names:
+        rows = [t for t in result.tests if t.suite == suite]
+        suites.add_row(escape(suite), *(
+            f"[{_STYLE.get(s, '')}]{n}" if (n := sum(t.status == s for t in rows)) else ""
+            for s in STATUSES))
+    console.print(suites)
+
+
+def _print_series(result: RunResult, console: Console) -> None:
+    """One line per patch: builds, new warnings, checkpatch, .config changes."""
+    rows = [(s.name, p) for s in result.series for p in s.patches]
+    if not rows:
+        return
+    table = Table(title="series", show_edge=False)
+    for column in ("#", "patch", "builds", "new warnings", "checkpatch", ".config"):
+        table.add_column(column)
+    several = len(result.series) > 1
+    notes = []
+    for name, p in rows:
+        builds = {True: "[green]yes", False: "[bold red]NO", None: "-"}[p.builds]
+        levels = [c.split(":", 1)[0] for c in p.checkpatch]
+        check = ", ".join(f"{levels.count(lv)} {lv.lower()}" for lv in ("ERROR", "WARNING",
+                                                                        "CHECK")
+                          if lv in levels) or ("clean" if p.builds is not None else "-")
+        count = len(p.new_warnings)
+        warn = f"[bold red]{count}" if count else ("0" if p.builds is not None else "-")
+        subject = f"{name}: {p.subject}" if several else p.subject
+        table.add_row(str(p.index), escape(subject[:56]), builds, warn, escape(check),
+                      str(len(p.config_changes)) if p.builds is not None else "-")
+        notes += [f"patch {p.index} adds: {w}" for w in p.new_warnings]
+        notes += [f"patch {p.index} checkpatch: {c}" for c in p.checkpatch[:5]]
+        if p.breaks_bisection:
+            notes.append(f"patch {p.index} {p.breaks_bisection}")
+        if p.errors:
+            notes.append(f"patch {p.index} does not build: "
+                         + p.errors.strip().splitlines()[0][:150])
+    console.print(table)
+    for note in notes:
+        console.print(escape(note), soft_wrap=True)
+
+
+def _print_perf(result: RunResult, console: Console) -> None:
+    """Which run the perf metrics were compared with (its drops are warnings)."""
+    perf = result.perf
+    if perf:
+        if perf.baseline_run:
+            console.print(f"perf baseline: {escape(perf.baseline_run)} "
+                          f"({perf.chosen_by or ''}; {perf.compared or 0} metrics "
+                          f"compared, threshold {perf.threshold_percent:g}%, "
+                          f"{perf.flagged or 0} flagged)", soft_wrap=True)
+        else:
+            console.print(f"perf baseline: none ({escape(perf.note or '')})",
+                          soft_wrap=True)

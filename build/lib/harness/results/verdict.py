@@ -1,0 +1,40 @@
+"""The verdict of a run, in one function: pass (exit 0), fail (exit 1: the
+kernel or a test), error (exit 2 bad input, 3 the harness's own trouble).
+
+A kernel crash or hang on the console turns an infrastructure error into a
+kernel failure (the harness could not go on because the kernel died); a
+waived crash, or one QEMU caused (a paused VM), does not count."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS
+from .model import CrashRecord, PatchResult, TestRecord
+
+FAILED_STATUSES = ("fail", "error")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str          # pass | fail | error
+    exit_code: int
+    error: str | None     # the run's error line, as the user reads it
+
+
+def decide(error: str | None, exit_code: int, tests: list[TestRecord],
+           crashes: list[CrashRecord], patches: list[PatchResult]) -> Verdict:
+    """`error`/`exit_code`: how the pipeline stopped (None/0 when it ran to
+    the end)."""
+    crashed = [c for c in crashes if c.counts]
+    if error and exit_code == EXIT_INFRA and crashed:
+        first = crashed[0]
+        verb = "hung" if first.kind == "hang" else "crashed"
+        return Verdict("fail", EXIT_FAIL, f"kernel {verb} on {first.node}: {first.title} "
+                                          f"({error.splitlines()[0]})")
+    if error:
+        return Verdict("fail" if exit_code == EXIT_FAIL else "error", exit_code, error)
+    failed = [t for t in tests if t.status in FAILED_STATUSES]
+    unbuildable = [p for p in patches if p.builds is False]
+    if failed or crashed or unbuildable:
+        return Verdict("fail", EXIT_FAIL, None)
+    return Verdict("pass", EXIT_PASS, None)

@@ -1,0 +1,67 @@
+"""results.json and junit.xml for one run. Both are written atomically, and
+both are written whatever the verdict (also after an error or Ctrl-C)."""
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from ..cache import write_atomic
+from .model import RunResult
+
+# XML 1.0 cannot carry most C0 control characters (console text has ANSI escapes)
+_NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
+
+
+def write_json(result: RunResult, path: Path) -> None:
+    write_atomic(path, json.dumps(result.to_dict(), indent=2, sort_keys=False) + "\n")
+
+
+def _case(parent: ET.Element, classname: str, name: str, seconds: float,
+          status: str, message: str) -> None:
+    name, message = _NOT_XML.sub("", name), _NOT_XML.sub("", message)
+    case = ET.SubElement(parent, "testcase", classname=classname, name=name,
+                         time=f"{seconds:.3f}")
+    if status == "fail":
+        ET.SubElement(case, "failure", message=message.splitlines()[0][:200]
+                      if message else "failed").text = message
+    elif status == "error":
+        ET.SubElement(case, "error", message=message.splitlines()[0][:200]
+                      if message else "error").text = message
+    elif status in ("skip", "xfail"):
+        ET.SubElement(case, "skipped", message=message[:200])
+
+
+def write_junit(result: RunResult, path: Path) -> None:
+    """One <testsuite> for the pipeline stages, one per suite; kernel crashes
+    are failed cases too, so a CI that reads only junit still fails."""
+    root = ET.Element("testsuites", name=f"harness {result.plan}")
+    stages = ET.SubElement(root, "testsuite", name="stages")
+    for stage in result.stages:
+        # a stage "error" is the harness's own failure: <error>, never <failure>
+        _case(stages, "stages", stage.name, stage.seconds, stage.status, stage.message)
+    suites: dict[str, ET.Element] = {}
+    for test in result.tests:
+        suite = suites.get(test.suite)
+        if suite is None:
+            suite = suites[test.suite] = ET.SubElement(root, "testsuite", name=test.suite)
+        name = f"{test.name}" if test.node in test.name else f"{test.name} [{test.node}]"
+        _case(suite, test.suite, name, test.seconds, test.status, test.message)
+    if result.crashes:
+        crashes = ET.SubElement(root, "testsuite", name="crashes")
+        for crash in result.crashes:
+            if crash.waived:
+                _case(crashes, "crashes", f"{crash.node}: {crash.title}", 0.0, "skip",
+                      f"waived: {crash.waived}")
+            else:
+                _case(crashes, "crashes", f"{crash.node}: {crash.title}", 0.0, "fail",
+                      crash.excerpt)
+    for suite in root:
+        cases = list(suite)
+        suite.set("tests", str(len(cases)))
+        suite.set("failures", str(sum(1 for c in cases if c.find("failure") is not None)))
+        suite.set("errors", str(sum(1 for c in cases if c.find("error") is not None)))
+        suite.set("skipped", str(sum(1 for c in cases if c.find("skipped") is not None)))
+    ET.indent(root)
+    write_atomic(path, ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n")

@@ -1,0 +1,146 @@
+"""One run of a plan: its run directory, preflight, the stage sequence
+(pipeline.py), and the end of the run — crash records, the verdict, the perf
+baseline, results.json / junit.xml and the summary. The run directory is
+written whatever happens (errors, Ctrl-C, SIGTERM), and no QEMU process
+outlives the run."""
+from __future__ import annotations
+
+import contextlib
+import datetime
+import secrets
+import signal
+import tempfile
+import traceback
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+
+from . import image, kconfig, pipeline, series, source, suites
+from .cache import Cache
+from .errors import EXIT_INFRA, HarnessError, PlanError
+from .pipeline import Interrupted, Run, Stages
+from .plan import Plan, waiver_for
+from .progress import Progress
+from .results import baseline
+from .results.crashes import Attribution, node_crashes
+from .results.model import RunResult
+from .results.summary import print_summary
+from .results.verdict import decide
+from .results.writers import write_json, write_junit
+from .suites import expectations
+from .suites import needs as suite_needs
+
+
+def new_run_dir(runs_dir: Path, plan: Plan) -> tuple[str, Path]:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    run_id = f"{stamp}-{plan.name}-{secrets.token_hex(2)}"
+    run_dir = runs_dir / run_id
+    run_dir.mkdir(parents=True)
+    return run_id, run_dir
+
+
+def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
+        console: Console | None = None) -> RunResult:
+    progress = Progress(console)
+    run_id, run_dir = new_run_dir(runs_dir, plan)
+    (run_dir / "plan.yaml").write_text(yaml.safe_dump(plan.to_dict(), sort_keys=False))
+    result = RunResult(run_id=run_id, plan=plan.name,
+                       started=datetime.datetime.now().isoformat(timespec="seconds"))
+    state = Run(plan, cache or Cache(), run_dir / "logs", result, Stages(result, progress),
+                progress, run_dir)
+
+    def interrupt(signum, frame):
+        state.interrupted = f"interrupted by {signal.Signals(signum).name}"
+        raise Interrupted(state.interrupted)
+
+    old = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        _stages(state)
+    except HarnessError as exc:
+        result.error, result.exit_code = f"{exc.stage}: {exc}", exc.exit_code
+    except Interrupted as exc:
+        result.error, result.exit_code = str(exc), EXIT_INFRA
+    except Exception as exc:
+        # a bug or an environment problem of the harness itself: never a verdict
+        # on the kernel (exit 3), and the traceback is kept for the bug report
+        state.logs.mkdir(exist_ok=True)
+        (state.logs / "traceback.txt").write_text(traceback.format_exc())
+        result.error = (f"harness internal error: {type(exc).__name__}: {exc} "
+                        f"(traceback in logs/traceback.txt)")
+        result.exit_code = EXIT_INFRA
+    finally:
+        with contextlib.suppress(Interrupted):
+            _finish(state)
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    return result
+
+
+def preflight(plan: Plan) -> None:
+    """Check every input that needs no download before spending minutes: bad
+    input ends the run at once with exit 2, naming the culprit."""
+    # parse errors and conflicting values between fragments (exit 2)
+    kconfig.effective_requests([kconfig.fragment_path(n) for n in plan.kconfig.fragments])
+    unknown = [s for s in plan.suites if s not in suites.SUITES]
+    if unknown:
+        raise PlanError(f"{plan.source_file}: suites: unknown suite(s) {', '.join(unknown)} "
+                        f"(known: {', '.join(suites.SUITES)})")
+    recipe = image.load_recipe(plan.image)
+    suite_needs.check(plan.suites, plan.kconfig.fragments, recipe.packages,
+                      str(plan.source_file), recipe.path or plan.image, plan.kconfig.base)
+    expectations.load(plan.suites, plan.expectations)     # bad entries: exit 2 now
+    if plan.vm.init == "systemd" and "systemd-sysv" not in recipe.packages:
+        raise PlanError(f"{plan.source_file}: vm.init=systemd needs an image with "
+                        f"systemd-sysv; {recipe.path} has none (use image: "
+                        "trixie-rdma-systemd)")
+    if plan.kernel.source == "git":
+        source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree")
+    with tempfile.TemporaryDirectory(prefix="harness-series-") as tmp:
+        for ref in plan.series:     # message-ids are fetched in the series stage
+            if not series.is_message_id(ref):
+                series.load(ref, Path(tmp), Path(tmp) / "series.log")
+
+
+def _stages(state: Run) -> None:
+    state.logs.mkdir()
+    preflight(state.plan)
+    baseline.check_choice(state.plan.perf.baseline, state.run_dir.parent,
+                          str(state.plan.source_file))
+    pipeline.kernel(state)
+    img, moddisk = pipeline.guest_image(state)
+    pipeline.boot(state, img, moddisk)
+    pipeline.test(state)
+
+
+def _finish(state: Run) -> None:
+    """Stop the nodes, read their consoles, decide and write the results."""
+    result, plan = state.result, state.plan
+    kernel = state.kernel
+    attribution = Attribution(
+        patches=Attribution.patches_of(result.series),
+        tree=kernel.tree.path if kernel else None,
+        modules_order=kernel.modules_order if kernel else "",
+        waiver=lambda title, signature: waiver_for(plan, title, signature))
+    for node in state.nodes:
+        if node.session is not None and node.alive():
+            with contextlib.suppress(Exception):
+                dmesg = node.session.run(["dmesg"], timeout=60)
+                (node.dir / "dmesg.txt").write_text(dmesg.stdout)
+        node.stop()
+        hang_line = 0
+        if node.hang is not None:
+            hang_line = node.console.read_bytes()[:node.hang.console_offset].count(b"\n") + 1
+        result.crashes += node_crashes(node.name, node.console_text(), attribution,
+                                       node.hang, hang_line)
+    verdict = decide(result.error, result.exit_code, result.tests, result.crashes,
+                     result.patches)
+    result.verdict, result.exit_code, result.error = (verdict.verdict, verdict.exit_code,
+                                                      verdict.error)
+    result.perf, result.warnings = baseline.compare_run(
+        result, state.run_dir.parent, plan.perf.baseline, plan.perf.threshold_percent)
+    result.warnings += expectations.unexpected_passes(result.tests)
+    result.finished = datetime.datetime.now().isoformat(timespec="seconds")
+    write_json(result, state.run_dir / "results.json")
+    write_junit(result, state.run_dir / "junit.xml")
+    print_summary(result, state.progress.console, str(state.run_dir))

@@ -1,0 +1,171 @@
+"""Source stage: a kernel tree to build, never the user's checkout.
+
+- debian: Debian's linux-source-X.Y package, downloaded through the host's
+  mirror, extracted once into the cache and made a git repository with one
+  commit (so series can later be applied with `git am`).
+- git: a local tree at a ref, checked out in a cached `git worktree` of it;
+  the user's checkout and branches are never modified.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import proc
+from .apt import PrivateApt
+from ..cache import Cache, digest
+from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, SourceError
+from ..plan import KernelSpec
+
+# A fixed identity and date make the imported commit reproducible: the same
+# package version gives the same commit id on every machine (a stable cache key).
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "harness", "GIT_AUTHOR_EMAIL": "harness@localhost",
+    "GIT_COMMITTER_NAME": "harness", "GIT_COMMITTER_EMAIL": "harness@localhost",
+    "GIT_AUTHOR_DATE": "2000-01-01T00:00:00Z",
+    "GIT_COMMITTER_DATE": "2000-01-01T00:00:00Z",
+}
+
+
+@dataclass(frozen=True)
+class SourceTree:
+    path: Path           # the tree to build from (never the user's checkout)
+    commit: str          # git commit id of what is checked out
+    version: str         # kernel version from the Makefile, e.g. 7.2.13
+    origin: str          # human description: "debian linux-source-7.2 7.2.13-1"
+
+
+def git(args: list[str], cwd: Path, log: Path | None = None, check: bool = True,
+        timeout: float = 1800) -> proc.Completed:
+    result = proc.run(["git", *args], cwd=cwd, env=GIT_ENV, timeout=timeout,
+                      log=log, error=SourceError)
+    if check and not result.ok:
+        raise SourceError(f"git {' '.join(args)} in {cwd} failed:\n{result.tail()}", EXIT_INFRA)
+    return result
+
+
+def kernel_version(tree: Path) -> str:
+    """VERSION.PATCHLEVEL.SUBLEVEL+EXTRAVERSION, read from the top Makefile."""
+    head = (tree / "Makefile").read_text(errors="replace")[:2000]
+    fields = dict(re.findall(r"^(VERSION|PATCHLEVEL|SUBLEVEL|EXTRAVERSION)[ \t]*=[ \t]*(\S*)",
+                             head, re.M))
+    base = ".".join(fields.get(k, "0") for k in ("VERSION", "PATCHLEVEL", "SUBLEVEL"))
+    return base + fields.get("EXTRAVERSION", "")
+
+
+def check_kernel_tree(tree: Path, what: str) -> None:
+    if not tree.is_dir():
+        raise SourceError(f"{what} {tree}: no such directory", EXIT_BAD_INPUT)
+    missing = [p for p in ("Makefile", "Kconfig", "scripts/kconfig", "arch/x86")
+               if not (tree / p).exists()]
+    if missing:
+        raise SourceError(f"{what} {tree} is not a Linux kernel tree "
+                          f"(missing: {', '.join(missing)})", EXIT_BAD_INPUT)
+
+
+def prepare(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
+    if spec.source == "git":
+        return _from_git(spec, cache, log)
+    return _from_debian(spec, cache, log)
+
+
+def _from_debian(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
+    apt = PrivateApt(cache.root / "apt", spec.debian_suites)
+    apt.update(log)
+    offer = apt.resolve(spec.debian_package, spec.debian_version)
+    key = f"{offer.package}_{offer.version}".replace("~", "-").replace(":", "-")
+    with cache.lock("source", key):
+        entry = cache.get("source", key)
+        if entry is None:
+            with cache.fill("source", key) as scratch:
+                _import_debian(apt, offer, scratch, log)
+            entry = cache.entry("source", key)
+    tree = entry / "tree"
+    # the import is the root commit; HEAD may be the top of an earlier run's
+    # series (series.checkout_base puts it back, under the tree's build lock)
+    commit = git(["rev-list", "--max-parents=0", "HEAD"], tree).stdout.split()[-1]
+    return SourceTree(tree, commit, kernel_version(tree),
+                      f"debian {offer.package} {offer.version} ({offer.suite})")
+
+
+def _import_debian(apt: PrivateApt, offer, scratch: Path, log: Path) -> None:
+    deb = apt.download(offer, scratch / "deb", log)
+    unpacked = scratch / "unpacked"
+    proc.run(["dpkg-deb", "-x", deb, unpacked], timeout=1800, log=log, check=True,
+             error=SourceError)
+    tarballs = sorted((unpacked / "usr/src").glob("linux-source-*.tar.*"))
+    if not tarballs:
+        raise SourceError(f"{deb.name}: no usr/src/linux-source-*.tar.* inside", EXIT_INFRA)
+    proc.run(["tar", "-xf", tarballs[0], "-C", scratch], timeout=1800, log=log,
+             check=True, error=SourceError)
+    shutil.rmtree(unpacked)
+    shutil.rmtree(scratch / "deb")
+    trees = [p for p in scratch.iterdir() if p.is_dir() and p.name.startswith("linux")]
+    if len(trees) != 1:
+        raise SourceError(f"{tarballs[0].name}: expected one linux-* directory", EXIT_INFRA)
+    trees[0].rename(scratch / "tree")
+    tree = scratch / "tree"
+    check_kernel_tree(tree, f"{offer.package} {offer.version}")
+    _drop_debian_ignore_rule(tree)
+    git(["init", "-q"], tree, log)
+    # no background `git gc --auto` repacking 1.5 GB while the kernel builds;
+    # fast loose-object compression for the one big `git add`
+    git(["config", "gc.auto", "0"], tree, log)
+    git(["config", "core.looseCompression", "1"], tree, log)
+    git(["add", "-A"], tree, log)
+    git(["commit", "-q", "-m",
+         f"{offer.package} {offer.version}\n\nImported by harness from the Debian "
+         "package.\nThe top-level .gitignore's Debian rule ignoring everything "
+         "('/*') was dropped\nso that git sees the tree."], tree, log)
+
+
+def _drop_debian_ignore_rule(tree: Path) -> None:
+    """Debian's linux-source .gitignore ends in `/*` + `!/debian/`: with it, git
+    would add nothing. Drop those two lines and the comment above them."""
+    path = tree / ".gitignore"
+    if not path.exists():
+        return
+    lines = path.read_text().splitlines(keepends=True)
+    if "/*\n" not in lines:
+        return
+    cut = lines.index("/*\n")
+    start = cut
+    while start > 0 and lines[start - 1].startswith("#"):
+        start -= 1
+    end = cut + 1
+    if end < len(lines) and lines[end].strip() == "!/debian/":
+        end += 1
+    path.write_text("".join(lines[:start] + lines[end:]))
+
+
+def _from_git(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
+    user_tree = Path(spec.tree).expanduser().resolve()
+    if not user_tree.is_dir():
+        raise SourceError(f"kernel.tree {spec.tree}: no such directory", EXIT_BAD_INPUT)
+    check_kernel_tree(user_tree, "kernel.tree")
+    top = proc.run(["git", "rev-parse", "--show-toplevel"], cwd=user_tree,
+                   error=SourceError, timeout=60)
+    if not top.ok:
+        raise SourceError(f"kernel.tree {user_tree} is not a git repository "
+                          "(use a git checkout, or kernel.source: debian)", EXIT_BAD_INPUT)
+    found = git(["rev-parse", "--verify", "--quiet", f"{spec.ref}^{{commit}}"],
+                user_tree, check=False)
+    if not found.ok:
+        raise SourceError(f"kernel.ref {spec.ref!r}: no such commit in {user_tree}", EXIT_BAD_INPUT)
+    commit = found.stdout.strip()
+    key = digest(str(user_tree))
+    with cache.lock("worktrees", key):
+        worktree = cache.entry("worktrees", key)
+        if not (worktree / ".git").exists():
+            worktree.parent.mkdir(parents=True, exist_ok=True)
+            git(["worktree", "prune"], user_tree, log)
+            git(["worktree", "add", "--detach", "--force", str(worktree), commit],
+                user_tree, log)
+        else:
+            # same worktree, new commit: only changed files get new mtimes, so
+            # the build stays incremental
+            git(["checkout", "-q", "--detach", "--force", commit], worktree, log)
+    return SourceTree(worktree, commit, kernel_version(worktree),
+                      f"git {user_tree} {spec.ref} ({commit[:12]})")

@@ -1,0 +1,189 @@
+"""The pytest plugin that connects suites to a harness run: fixtures for the
+booted nodes, parametrization per node and per module, a dmesg marker before
+every test (blktests style), and one TestRecord per test case.
+
+A test that runs another test runner in the guest (the pyverbs suite runs
+rdma-core's unittest cases) reports each of that runner's cases as a row of
+its own with `ctx.add_record(TestRecord(...))`: the row is shown at once
+(progress) and lands in results.json after the test's own row, which keeps
+its own status (the test decides whether its cases' failures fail it)."""
+from __future__ import annotations
+
+import contextlib
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from .. import detect
+from ..detect import markers
+from ..guest import Session
+from ..results.model import TestRecord
+from .expectations import Expectations
+
+
+@dataclass
+class SuiteNode:
+    name: str
+    ssh: Session
+    l2_ip: str
+    l2_nic: str
+
+
+@dataclass
+class SuiteContext:
+    nodes: list[SuiteNode]
+    kernel_release: str
+    modules: tuple[str, ...]
+    command_timeout: float
+    module_cycles: int = 3
+    records: list[TestRecord] = field(default_factory=list)
+    # crash -> the plan's waiver for it (or None): waived splats do not fail a test
+    waived: Callable[[Any], Any] = lambda crash: None
+    # where add_record sends a row; HarnessPlugin sets it (records order, progress)
+    record_sink: Callable[[TestRecord], None] | None = None
+    artifacts: dict[str, Path] = field(default_factory=dict)  # harness/selftests.py builds
+    # known failures: a failing row they name becomes xfail, a passing one xpass
+    expectations: Expectations = field(default_factory=Expectations)
+
+    def add_record(self, record: TestRecord) -> TestRecord:
+        """An extra result row from inside a test (one per case of a runner
+        the test drives), besides the test's own row. Returns the row as the
+        expectations made it: a test deciding from its cases' rows reads these."""
+        record = self.expectations.apply(record)
+        if self.record_sink is None:
+            self.records.append(record)
+        else:
+            self.record_sink(record)
+        return record
+
+
+def _status(report: pytest.TestReport) -> str:
+    if hasattr(report, "wasxfail"):
+        return "xfail" if report.skipped else "fail"
+    if report.passed:
+        return "pass"
+    if report.skipped:
+        return "skip"
+    return "fail" if report.when == "call" else "error"
+
+
+def _message(report: pytest.TestReport) -> str:
+    if report.passed:
+        return ""
+    if report.skipped and isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2])
+    text = getattr(report, "longreprtext", "") or str(report.longrepr or "")
+    crash = getattr(getattr(report.longrepr, "reprcrash", None), "message", "")
+    return crash or text[-2000:]
+
+
+def fixtures(context: SuiteContext) -> types.ModuleType:
+    """A plugin module holding the session fixtures `ctx` and `nodes`."""
+    module = types.ModuleType("harness_suite_fixtures")
+
+    @pytest.fixture(scope="session", name="ctx")
+    def ctx_fixture() -> SuiteContext:
+        return context
+
+    @pytest.fixture(scope="session", name="nodes")
+    def nodes_fixture() -> list[SuiteNode]:
+        return context.nodes
+
+    module.ctx_fixture, module.nodes_fixture = ctx_fixture, nodes_fixture
+    return module
+
+
+class HarnessPlugin:
+    def __init__(self, ctx: SuiteContext, suite_of: dict[str, str], on_result=None):
+        self.context = ctx
+        self.on_result = on_result        # called with each finished TestRecord
+        self.suite_of = suite_of          # pytest file name -> suite name
+        self._pending: dict[str, TestRecord] = {}
+        self._opened = False
+        self._splats: dict[str, list[str]] = {}     # test id -> "node: crash title"
+        self._capture = None      # pytest's capture manager, to show rows mid-test
+        ctx.record_sink = self._add_extra
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        self._capture = config.pluginmanager.getplugin("capturemanager")
+
+    def _add_extra(self, record: TestRecord) -> None:
+        # keyed apart from pytest node ids; after the running test's own row
+        self._pending[f"extra#{len(self._pending)}"] = record
+        if self.on_result:
+            # called inside a test, where pytest captures stdout: let progress out
+            with (self._capture.global_and_fixture_disabled() if self._capture
+                  else contextlib.nullcontext()):
+                self.on_result(record)
+
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+        if "node" in metafunc.fixturenames:
+            metafunc.parametrize("node", self.context.nodes, ids=[n.name for n in self.context.nodes])
+        if "module" in metafunc.fixturenames:
+            metafunc.parametrize("module", self.context.modules, ids=list(self.context.modules))
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if not self._opened:       # later tests are opened by the previous teardown
+            self._opened = True
+            for node in self.context.nodes:
+                node.ssh.run(["sh", "-c", markers.kmsg_script(markers.begin(item.nodeid))],
+                             timeout=30)
+
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem) -> None:
+        """One command per node: close this test's dmesg window, read it, open
+        the next test's (blktests style). A splat in the window fails the test."""
+        script = markers.kmsg_script(markers.end(item.nodeid)) + "; dmesg"
+        if nextitem is not None:
+            script += "; " + markers.kmsg_script(markers.begin(nextitem.nodeid))
+        found = []
+        for node in self.context.nodes:
+            try:
+                out = node.ssh.run(["sh", "-c", script], timeout=60).stdout
+            except Exception:      # a dead node: the runner reads its console
+                continue
+            window = markers.window(out, item.nodeid)
+            found += [f"{node.name}: {c.title}" for c in detect.find_crashes(window)
+                      if not self.context.waived(c)]
+        if found:
+            self._splats[item.nodeid] = found
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        status = _status(report)
+        key = report.nodeid
+        props = dict(report.user_properties)
+        node = props.pop("node", "")
+        provider = str(props.pop("provider", ""))
+        if not node and "[" in key:
+            node = next((n.name for n in self.context.nodes
+                         if n.name in key.split("[", 1)[1]), "")
+        metrics = {k[7:]: float(v) for k, v in props.items() if k.startswith("metric.")}
+        previous = self._pending.get(key)
+        if previous and (status == "pass" or previous.status != "pass"):
+            # teardown passing after a failed call keeps the failure
+            status, message = previous.status, previous.message
+            metrics = {**previous.metrics, **metrics}
+        else:
+            message = _message(report)
+        splats = self._splats.get(key) if report.when == "teardown" else None
+        if splats and status in ("pass", "skip", "xfail"):
+            status = "fail"
+            message = "kernel splat during this test: " + "; ".join(splats)
+        elif splats:
+            message = f"{message}\nkernel splat during this test: " + "; ".join(splats)
+        seconds = (previous.seconds if previous else 0.0) + report.duration
+        file_name = Path(key.split("::", 1)[0]).name
+        self._pending[key] = TestRecord(
+            suite=self.suite_of.get(file_name, file_name), name=key.split("::", 1)[-1],
+            node=node, status=status, seconds=round(seconds, 3), message=message,
+            metrics=metrics, provider=provider or (previous.provider if previous else ""))
+        if report.when == "teardown":
+            if not splats:        # a known failure never hides a kernel splat
+                self._pending[key] = self.context.expectations.apply(self._pending[key])
+            if self.on_result:
+                self.on_result(self._pending[key])
+
+    def pytest_sessionfinish(self) -> None:
+        self.context.records.extend(self._pending.values())

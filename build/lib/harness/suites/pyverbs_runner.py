@@ -1,0 +1,240 @@
+"""In-guest reporter for rdma-core's pyverbs test suite (copied into the guest
+by the `pyverbs` suite and run with the guest's python3; standard library only).
+
+Run as one process, the suite segfaults in libibverbs, sometimes before any
+summary, and some modules segfault at interpreter exit even alone. So the
+driver (default mode) runs one child python3 per test module; the child
+(`--child MODULE`) runs that module's cases with a TestResult that writes one
+event per finished case at once, so a crash loses nothing already done. The
+driver relays the child's events and adds one `exit` event per module with
+the child's return code (negative: the signal that killed it).
+
+Every event is one line, PREFIX followed by a JSON object with an "event" key:
+  module  {module, cases, ids}             the child loaded the module's cases
+  start   {module, id}                     a case began
+  case    {module, id, status, seconds, message}
+          status: pass | fail | error | skip | xfail (skip/xfail: message = reason)
+  done    {module, cases}                  every case finished (interpreter exit next)
+  exit    {module, returncode, seconds, timed_out, stderr}   (driver)
+  finished {modules}                       the driver ran every module
+Other output (the tests' own prints, libibverbs warnings) goes to stderr.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+PREFIX = "@pyverbs "
+STDERR_TAIL = 30          # lines of a child's stderr kept in its exit event
+MESSAGE_LIMIT = 4000      # characters of a traceback kept per case
+
+
+class EventWriter:
+    """Writes events to a file descriptor, unbuffered: a forked child or a
+    crash never duplicates or loses a line already written."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def __call__(self, event: str, **fields) -> None:
+        line = PREFIX + json.dumps({"event": event, **fields}, sort_keys=True) + "\n"
+        data = line.encode()
+        while data:
+            data = data[os.write(self.fd, data):]
+
+
+class StreamingResult(unittest.TestResult):
+    """One `case` event per finished case (and per class- or module-level
+    error holder, which unittest reports instead of the cases it skipped)."""
+
+    def __init__(self, emit: EventWriter, module: str):
+        super().__init__()
+        self.emit, self.module = emit, module
+        self.started: dict[str, float] = {}
+        self.outcome: dict[str, tuple[str, str]] = {}
+        self.finished: list[str] = []
+
+    def startTest(self, test):
+        super().startTest(test)
+        self.started[test.id()] = time.monotonic()
+        self.emit("start", module=self.module, id=test.id())
+
+    def _set(self, test, status: str, message: str = "") -> None:
+        old = self.outcome.get(test.id())
+        # a failed subtest or a teardown error after a pass keeps the worse status
+        if old is None or old[0] in ("pass", "skip", "xfail"):
+            self.outcome[test.id()] = (status, message[-MESSAGE_LIMIT:])
+        if test.id() not in self.started:      # an error holder: never started
+            self._finish(test.id())
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self._set(test, "pass")
+
+    def addFailure(self, test, err):
+        super().addFailure(test, err)
+        self._set(test, "fail", self._exc_info_to_string(err, test))
+
+    def addError(self, test, err):
+        super().addError(test, err)
+        self._set(test, "error", self._exc_info_to_string(err, test))
+
+    def addSkip(self, test, reason):
+        super().addSkip(test, reason)
+        self._set(test, "skip", str(reason))
+
+    def addExpectedFailure(self, test, err):
+        super().addExpectedFailure(test, err)
+        self._set(test, "xfail", self._exc_info_to_string(err, test))
+
+    def addUnexpectedSuccess(self, test):
+        super().addUnexpectedSuccess(test)
+        self._set(test, "fail", "unexpected success (the case is marked expectedFailure)")
+
+    def addSubTest(self, test, subtest, err):
+        super().addSubTest(test, subtest, err)
+        if err is not None:
+            failed = issubclass(err[0], test.failureException)
+            self._set(test, "fail" if failed else "error",
+                      f"{subtest.id()}: {self._exc_info_to_string(err, test)}")
+
+    def stopTest(self, test):
+        super().stopTest(test)
+        self._finish(test.id())
+
+    def report_unrun(self, cases) -> None:
+        """Cases unittest never started because a class or module fixture
+        failed or skipped (it reported a holder such as "setUpClass (tests.x.C)"
+        instead): each gets its own event with the holder's outcome."""
+        holders = {i: o for i, o in self.outcome.items() if i not in self.started}
+        for case in cases:
+            if case.id() in self.started or case.id() in self.outcome:
+                continue
+            module, cls = type(case).__module__, type(case).__qualname__
+            holder = next((h for h in holders if f"({module}.{cls})" in h), None) or \
+                next((h for h in holders if f"({module})" in h), None)
+            status, message = holders[holder] if holder else ("error", "")
+            self.outcome[case.id()] = (status, f"not run: {holder or 'no outcome'}: {message}"
+                                       [:MESSAGE_LIMIT])
+            self._finish(case.id())
+
+    def _finish(self, case_id: str) -> None:
+        began = self.started.get(case_id)
+        status, message = self.outcome.get(case_id, ("error", "the case reported no outcome"))
+        self.emit("case", module=self.module, id=case_id, status=status, message=message,
+                  seconds=round(time.monotonic() - began, 3) if began else 0.0)
+        self.finished.append(case_id)
+
+
+def _cases(suite) -> list:
+    if isinstance(suite, unittest.TestSuite):
+        return [case for item in suite for case in _cases(item)]
+    return [suite]
+
+
+def _import_tests(tests_dir: str, dev: str, gid: int | None) -> None:
+    """Import the `tests` package as rdma-core's run_tests.py does: its
+    __init__ imports every test module in name order (which also settles the
+    circular imports between tests.utils and the mlx5/efa bases); the tests
+    read --dev/--gid from rdma-core's args_parser."""
+    sys.path[:0] = [tests_dir, os.path.dirname(tests_dir)]
+    from args_parser import parser
+    sys.argv = [sys.argv[0], "--dev", dev] + ([] if gid is None else ["--gid", str(gid)])
+    parser.parse_args()
+    import tests  # noqa: F401
+
+
+def run_child(module: str, tests_dir: str, dev: str, gid: int | None) -> int:
+    emit = EventWriter(os.dup(1))
+    os.dup2(2, 1)                 # the tests' own prints must not mix with events
+    sys.stdout = sys.stderr
+    _import_tests(tests_dir, dev, gid)
+    suite = unittest.defaultTestLoader.loadTestsFromName(f"tests.{module}")
+    cases = _cases(suite)          # before run(): a suite drops its cases as it runs them
+    emit("module", module=module, cases=len(cases), ids=[case.id() for case in cases])
+    result = StreamingResult(emit, module)
+    result.startTestRun()
+    suite.run(result)
+    result.stopTestRun()
+    result.report_unrun(cases)
+    emit("done", module=module, cases=len(result.finished))
+    return 0
+
+
+def _relay(stream) -> None:
+    for line in stream:                       # as they come: a crash keeps them
+        sys.stdout.buffer.write(line)
+        sys.stdout.buffer.flush()
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_module(module: str, args, emit: EventWriter) -> None:
+    """One child for `module`, in a process group of its own: a case may fork
+    (rdma_cm tests do), and what it leaves behind must neither hold the output
+    pipe open nor outlive the module."""
+    started = time.monotonic()
+    command = [sys.executable, os.path.abspath(__file__), "--child", module,
+               "--tests", args.tests, "--dev", args.dev]
+    if args.gid is not None:
+        command += ["--gid", str(args.gid)]
+    with open(os.devnull, "rb") as devnull, \
+            open(os.path.join(args.workdir, f"{module}.stderr"), "w+b") as err:
+        child = subprocess.Popen(command, stdin=devnull, stdout=subprocess.PIPE, stderr=err,
+                                 cwd=args.workdir, start_new_session=True)
+        reader = threading.Thread(target=_relay, args=(child.stdout,), daemon=True)
+        reader.start()
+        try:
+            returncode, timed_out = child.wait(timeout=args.module_timeout), False
+        except subprocess.TimeoutExpired:
+            _kill_group(child.pid)
+            returncode, timed_out = child.wait(), True
+        reader.join(5)
+        _kill_group(child.pid)                # strays; and they release the pipe
+        reader.join()
+        err.seek(0)
+        tail = err.read().decode(errors="replace").splitlines()[-STDERR_TAIL:]
+    emit("exit", module=module, returncode=returncode, timed_out=timed_out,
+         seconds=round(time.monotonic() - started, 3), stderr="\n".join(tail))
+
+
+def modules_in(tests_dir: str) -> list[str]:
+    return sorted(name[:-3] for name in os.listdir(tests_dir)
+                  if name.startswith("test_") and name.endswith(".py"))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tests", required=True, help="the unpacked rdma-core tests directory")
+    parser.add_argument("--dev", required=True, help="RDMA device, e.g. rxe0")
+    parser.add_argument("--gid", type=int, help="GID index passed to the tests")
+    parser.add_argument("--child", metavar="MODULE", help="run one module (internal)")
+    parser.add_argument("--workdir", default=".", help="where child stderr files go")
+    parser.add_argument("--module-timeout", type=float, default=600)
+    parser.add_argument("modules", nargs="*", help="test modules (default: all test_*.py)")
+    args = parser.parse_args(argv)
+    args.tests = os.path.abspath(args.tests)
+    if args.child:
+        return run_child(args.child, args.tests, args.dev, args.gid)
+    emit = EventWriter(1)
+    modules = args.modules or modules_in(args.tests)
+    for module in modules:
+        run_module(module, args, emit)
+    emit("finished", modules=len(modules))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,78 @@
+"""Which accelerator really works here. /dev/kvm can open and still hang every
+guest right after "Booting from ROM" (measured on these hosts), so KVM is
+trusted only after a real short boot prints the kernel banner."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import proc
+from ..cache import Cache, digest, write_atomic
+from ..errors import EXIT_INFRA, BootError
+
+QEMU = "qemu-system-x86_64"
+
+
+@dataclass(frozen=True)
+class AccelChoice:
+    accel: str     # kvm | tcg
+    reason: str
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def probe_kvm(bzimage: Path, workdir: Path, timeout: float) -> tuple[bool, str]:
+    """Boot the kernel under KVM without a disk; the banner within `timeout`
+    seconds means KVM works."""
+    console = workdir / "kvm-probe-console.log"
+    console.unlink(missing_ok=True)
+    qemu = proc.spawn([QEMU, "-accel", "kvm", "-m", "256", "-nodefaults",
+                       "-no-user-config", "-display", "none", "-no-reboot",
+                       "-serial", f"file:{console}", "-kernel", bzimage,
+                       "-append", "console=ttyS0 panic=-1"],
+                      log=workdir / "kvm-probe-qemu.log")
+    deadline = time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline:
+            text = console.read_text(errors="replace") if console.exists() else ""
+            if "Linux version" in text:
+                return True, "probe boot printed the kernel banner under KVM"
+            if qemu.poll() is not None:
+                tail = (workdir / "kvm-probe-qemu.log").read_text(errors="replace")
+                return False, f"QEMU with KVM exited: {tail.strip().splitlines()[-1:]}"
+            time.sleep(0.2)
+        return False, f"no kernel banner within {timeout:.0f} s under KVM (guest hangs)"
+    finally:
+        proc.kill_group(qemu, grace=1)
+
+
+def choose(requested: str, bzimage: Path, cache: Cache, workdir: Path,
+           timeout: float) -> AccelChoice:
+    if requested == "tcg":
+        return AccelChoice("tcg", "requested by the plan (vm.accel=tcg)")
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        if requested == "kvm":
+            raise BootError("vm.accel=kvm but /dev/kvm is missing or not accessible "
+                            "(add yourself to the kvm group, or use vm.accel=auto)", EXIT_INFRA)
+        return AccelChoice("tcg", "/dev/kvm is missing or not accessible")
+    # a host's KVM does not change until it reboots: remember the verdict
+    memo = cache.root / "accel" / f"{digest(_boot_id(), str(bzimage))}.json"
+    if memo.exists():
+        known = json.loads(memo.read_text())
+    else:
+        ok, why = probe_kvm(bzimage, workdir, timeout)
+        known = {"kvm": ok, "why": why}
+        write_atomic(memo, json.dumps(known))
+    if known["kvm"]:
+        return AccelChoice("kvm", known["why"])
+    if requested == "kvm":
+        raise BootError(f"vm.accel=kvm but KVM does not work here: {known['why']}", EXIT_INFRA)
+    return AccelChoice("tcg", f"KVM probe failed ({known['why']}); fell back to TCG")
