@@ -5,6 +5,7 @@ crash.py   the record and its kinds        parser.py  the line parser: find_cras
 grammar.py what console lines look like   headers.py which line opens which report
 sysrq.py   the SysRq task dumps the watchdog takes of a hung node
 markers.py the begin/end markers the suites write to /dev/kmsg around each test
+golden.py  the format of the golden files tests/data/console/<name>.json
 """
 from .crash import Crash, CrashKind, describe  # noqa: F401
 from .grammar import strip_prefix  # noqa: F401
