@@ -23,14 +23,19 @@ HEAD_START = re.compile(
 
 KMEMLEAK_SUMMARY = "kmemleak: suspected memory leaks"
 
-# (kind, end, title, pattern); the first match wins. `title` is formatted with
-# the pattern's group t. `end` says how the report ends:
-#   marker  a "---[ end trace" line       oops   marker; an "Oops:" line follows
-#   die     the "Oops:" line is the header   equals a closing "=====" line
-#   ubsan   "=====" or the end marker     trace  the end of its stack
-#   panic   its end marker, else its stack   line   the header is the whole report
-# and for the two lines that open no report (kind None): boot, a boot banner;
-# announce, a reboot the kernel was asked for.
+# (kind, end, head, pattern): the first row whose pattern matches wins. head is
+# the title's start, formatted with the pattern's group t (" in <function>" may
+# follow). end is how the report ends:
+#   marker  a "---[ end trace" line
+#   oops    the marker; an "Oops:" line after the header is part of it
+#   die     the marker; the header is the "Oops:" line itself
+#   equals  a closing "=====" line
+#   ubsan   the "=====" line or the marker
+#   trace   the end of its stack
+#   panic   the end of its stack, or its "---[ end Kernel panic" (panic=-1 prints none)
+#   line    the header is the whole report
+# Two rows open no report (kind None): boot, a boot banner; announce, a reboot
+# the kernel was asked for.
 TABLE = (
     (K.PANIC, "panic", "kernel panic: {t}", r"Kernel panic - not syncing: (?P<t>.*)"),
     (K.KASAN, "equals", "KASAN: {t}", rf"BUG: KASAN: (?P<t>[\w-]+)(?: (?:in|on) {SYMBOL})?"),
