@@ -1,9 +1,13 @@
 """Detect stage: console and dmesg text -> `Crash` records (kind, title,
 signature, frames, the test during which it happened).
 
-parser.py  kernel reports (WARNING, BUG, Oops, KASAN, lockdep, panic, ...)
+crash.py   the record and its kinds        parser.py  the line parser: find_crashes
+grammar.py what console lines look like   headers.py which line opens which report
 sysrq.py   the SysRq task dumps the watchdog takes of a hung node
 markers.py the begin/end markers the suites write to /dev/kmsg around each test
+golden.py  the format of the golden files tests/data/console/<name>.json
 """
-from .parser import Crash, describe, find_crashes, strip_prefix  # noqa: F401
+from .crash import Crash, CrashKind, describe  # noqa: F401
+from .grammar import strip_prefix  # noqa: F401
+from .parser import find_crashes  # noqa: F401
 from .sysrq import hang_crash  # noqa: F401

@@ -1,19 +1,27 @@
-"""`python -m harness.detect console.log`: the records of a log, as a draft of
-tests/data/console/<name>.json (review it before committing it)."""
-import json
+"""`python -m harness.detect LOG`: the records of a console log, as a draft of
+tests/data/console/<name>.json (review it before committing it); with
+--update, written to LOG's .json instead, keeping that file's _comment."""
+from __future__ import annotations
+
+import argparse
 import sys
-from dataclasses import asdict
+from pathlib import Path
 
-from .parser import find_crashes, strip_prefix
+from . import golden
+from .parser import find_crashes
 
 
-def main() -> int:
-    with open(sys.argv[1], encoding="utf-8", errors="replace", newline="") as f:
-        found = find_crashes(f.read())
-    records = [{**{k: v for k, v in asdict(c).items() if k not in ("excerpt", "node")},
-                "frames": c.frames[:5],
-                "excerpt_last": strip_prefix(c.excerpt.splitlines()[-1]).strip()} for c in found]
-    print(json.dumps({"_comment": "", "records": records}, indent=2))
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m harness.detect",
+                                 description="the kernel reports in LOG, as golden-file JSON")
+    ap.add_argument("log", type=Path, metavar="LOG")
+    ap.add_argument("--update", action="store_true",
+                    help="write LOG's .json next to it instead of printing; review the diff")
+    args = ap.parse_args(argv)
+    if args.update:
+        print(golden.update(args.log))
+    else:
+        sys.stdout.write(golden.render(find_crashes(golden.read_log(args.log))))
     return 0
 
 

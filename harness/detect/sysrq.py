@@ -1,18 +1,14 @@
 """Hang records: the watchdog (vm/watchdog.py) presses SysRq w, l, t on a node
-that stopped answering; this parses what the kernel printed then into a
-detect.Crash of kind "hang". A pure parser, like detect.py, whose frame and
-prefix grammar it shares."""
+that stopped answering; this parses what the kernel printed then into a Crash
+of kind "hang". A pure parser, like parser.py, whose grammar it shares."""
 from __future__ import annotations
 
 import re
 
-from .parser import (_FRAME, _GENERIC, _RIP, _TAINT, MAX_EXCERPT, MAX_FRAMES,
-                     SIGNATURE_FRAMES, Crash, _norm, _significant, strip_prefix)
+from .crash import Crash, CrashKind
+from .grammar import (ENTRY, FRAME, GENERIC, IDLE, MAX_EXCERPT, MAX_FRAMES, RIP,
+                      SIGNATURE_FRAMES, TAINT, norm, significant, strip_prefix)
 
-_IDLE = re.compile(r"(?:default_idle\w*|\w*safe_halt|cpu_idle_poll|\w*_idle_enter|intel_idle\w*"
-                   r"|mwait_idle\w*|acpi_idle_\w+|do_idle|cpu_startup_entry|poll_idle)$")
-_ENTRY = re.compile(r"(?:irqentry_\w+|__irqentry\w*|asm_\w+|sysvec_\w+|__sysvec_\w+"
-                    r"|common_interrupt|\w*_exit_to_user_mode\w*)$")
 _CPU_BLOCK = re.compile(r"NMI backtrace for cpu (\d+)|Sending NMI from CPU \d+ to CPUs")
 _COMM = re.compile(r"CPU: \d+ (?:UID: \d+ )?PID: \d+ Comm: (\S+)")
 _TASK = re.compile(r"task:(\S+)\s+state:(\w)")
@@ -33,7 +29,7 @@ def hang_crash(dump: str, node: str, reason: str, line: int = 0) -> Crash:
     def close_task() -> None:
         nonlocal blocked, task
         if task and blocked is None:
-            sig = _significant(task[1])
+            sig = significant(task[1])
             if sig:
                 blocked = (task[0], sig[0], tuple(sig))
         task = None
@@ -46,7 +42,7 @@ def hang_crash(dump: str, node: str, reason: str, line: int = 0) -> Crash:
             continue
         if m := _COMM.match(msg):
             comm = m.group(1)
-            if taint is None and (t := _TAINT.search(msg)):
+            if taint is None and (t := TAINT.search(msg)):
                 taint = " ".join((t.group(1) or "").split())
         if m := _TASK.match(msg):
             close_task()
@@ -54,9 +50,9 @@ def hang_crash(dump: str, node: str, reason: str, line: int = 0) -> Crash:
                 task = (m.group(1), [])
             continue
         if task is not None:
-            if f := _FRAME.fullmatch(msg):
+            if f := FRAME.fullmatch(msg):
                 if not f.group("q"):
-                    task[1].append(_norm(f.group("fn")))
+                    task[1].append(norm(f.group("fn")))
                 continue
             if msg in ("<TASK>", "</TASK>", "Call Trace:") or msg.startswith(("RIP", "RSP", "R", "Code")):
                 continue
@@ -64,8 +60,8 @@ def hang_crash(dump: str, node: str, reason: str, line: int = 0) -> Crash:
         if collecting:          # the stuck CPU's stack below its RIP
             if msg == "</TASK>" or _CPU_BLOCK.match(msg):
                 collecting = False
-            elif (f := _FRAME.fullmatch(msg)) and not f.group("q"):
-                busy_stack.append(_norm(f.group("fn")))
+            elif (f := FRAME.fullmatch(msg)) and not f.group("q"):
+                busy_stack.append(norm(f.group("fn")))
             continue
         if msg == "</IRQ>":
             in_task = True
@@ -75,18 +71,18 @@ def hang_crash(dump: str, node: str, reason: str, line: int = 0) -> Crash:
         if _USER_RIP.match(msg):
             busy_user = busy_user or comm or "?"
             in_task = False
-        elif m := _RIP.match(msg):
-            fn = _norm(m.group("fn"))
-            if _IDLE.match(fn):
+        elif m := RIP.match(msg):
+            fn = norm(m.group("fn"))
+            if IDLE.match(fn):
                 in_task = False
-            elif not _ENTRY.match(fn) and not _GENERIC.match(fn):
+            elif not ENTRY.match(fn) and not GENERIC.match(fn):
                 busy_fn, collecting = fn, True
     close_task()
 
     modules = tuple(sorted(set(re.findall(r"\+0x[0-9a-f]+/0x[0-9a-f]+\s+\[([\w-]+)", dump))))
     if busy_fn:
         title, fn = f"hang in {busy_fn}", busy_fn
-        frames = tuple(_significant([busy_fn, *busy_stack]))
+        frames = tuple(significant([busy_fn, *busy_stack]))
     elif blocked:
         title, fn, frames = f"hang: task {blocked[0]} blocked in {blocked[1]}", blocked[1], blocked[2]
     elif busy_user:
@@ -95,8 +91,9 @@ def hang_crash(dump: str, node: str, reason: str, line: int = 0) -> Crash:
         title, fn, frames = "hang: no output and no SSH answer", "", ()
     excerpt = "\n".join(([f"watchdog: {reason}"] if reason else [])
                         + dump.splitlines()[:MAX_EXCERPT])
-    return Crash(kind="hang", title=title, line=line, excerpt=excerpt, node=node,
-                 signature="|".join(["hang", title, *frames[:SIGNATURE_FRAMES]]),
+    kind = CrashKind.HANG
+    return Crash(kind=kind, title=title, line=line, excerpt=excerpt, node=node,
+                 signature="|".join([kind.value, title, *frames[:SIGNATURE_FRAMES]]),
                  function=fn, frames=frames[:MAX_FRAMES],
                  modules=modules,
                  taint=taint, truncated=not dump.strip())
