@@ -286,7 +286,8 @@ def _boot(ctx: RunContext, kb, img, moddisk: Path, nodes: list[QemuNode]) -> Non
     extra = " ".join(filter(None, ["harness.init=systemd" if vm.init == "systemd" else "",
                                    vm.cmdline]))
     boot = BootConfig(kb, img, moddisk, accel.accel, vm.boot_timeout, img.init, extra,
-                      vm.machine, vm.firmware, p2pdma="p2pdma" in ctx.plan.suites)
+                      vm.machine, vm.firmware,
+                      extra_devices=suites.extra_devices(ctx.plan.suites))
     for spec in topology(vm):
         node = QemuNode(spec, boot, ctx.run_dir / "nodes" / spec.name)
         nodes.append(node)

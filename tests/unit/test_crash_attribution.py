@@ -45,12 +45,3 @@ def test_a_waived_crash_does_not_fail_the_run_but_an_unwaived_one_does():
     result.crashes.append({"title": "WARNING in rxe_completer", "waived": ""})
     runner._verdict(result)
     assert (result.verdict, result.exit_code) == ("fail", 1)
-
-
-def test_every_default_module_says_what_it_registers():
-    from harness import suites
-    from harness.suites.test_modules import REGISTRATION
-    for module in suites.DEFAULT_MODULES:
-        assert module in REGISTRATION, f"{module}: add it to harness/suites/modules.yaml"
-        ((kind, arg),) = REGISTRATION[module].items()
-        assert kind in ("auxiliary", "pci", "link", "path") and arg
