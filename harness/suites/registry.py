@@ -229,7 +229,10 @@ def get(name: str) -> SuiteSpec | None:
 def of_file(path: str | Path) -> SuiteSpec:
     """The suite a file of a suite's folder belongs to (a test module's own)."""
     directory = Path(path).resolve().parent
-    return next(s for s in suites().values() if s.directory == directory)
+    found = [s for s in suites().values() if s.directory == directory]
+    if not found:
+        raise _problem(str(path), f"not in a suite's folder (no {SPEC_FILE} beside it)")
+    return found[0]
 
 
 def default(key: str) -> tuple[str, ...]:

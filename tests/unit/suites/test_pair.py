@@ -92,10 +92,12 @@ class FakeNode:
     def __init__(self, name, listening="", **start):
         self.name, self.ssh, self.killed, self.ran = name, self, False, []
         self.listening, self.start_kwargs, self.started = listening, start, 0
+        self.commands: list[tuple[str, float]] = []     # started: (command, its timeout)
 
     def start(self, cmd, timeout):
         self.started += 1
-        return FakeCommand(self, " ".join(cmd), **self.start_kwargs)
+        self.commands.append((cmd if isinstance(cmd, str) else " ".join(cmd), timeout))
+        return FakeCommand(self, self.commands[-1][0], **self.start_kwargs)
 
     def run(self, cmd, timeout=300):
         self.ran.append(cmd)
@@ -154,3 +156,27 @@ def test_run_pair_fails_when_the_server_exits_before_it_listens():
     with pytest.raises(pytest.fail.Exception, match="exited before it listened"):
         run_pair(server, client, CTX, ["ibv_rc_pingpong"], ["ibv_rc_pingpong"])
     assert client.started == 0
+
+
+def test_run_pair_stops_a_server_that_serves_until_stopped_without_a_snapshot():
+    # as qperf's, this server never exits on its own
+    server, client = pair_of(0, server_hangs=True)
+    started = time.monotonic()
+    pair = run_pair(server, client, CTX, ["rdma_server"], ["rdma_client"], quit_server=True)
+    assert time.monotonic() - started < 1          # not waited for until its timeout
+    assert pair.client.ok and pair.snapshot == ""
+    assert ["kill", "236"] in server.ran
+
+
+def test_run_pair_gives_the_tools_their_timeouts_and_their_reports():
+    server, client = pair_of(0)
+    run_pair(server, client, CTX, ["rdma_server"], ["rdma_client", "10.99.0.1"], timeout=180,
+             server_timeout=300, reports=("/tmp/s.json", None))
+    ((served, server_limit),) = server.commands
+    assert server_limit == 300 and served == with_report(["rdma_server"], "/tmp/s.json")
+    assert client.commands == [("rdma_client 10.99.0.1", 180)]
+    # without them: the suite's command timeout, argv as it is
+    server, client = pair_of(0)
+    run_pair(server, client, CTX, ["rdma_server"], ["rdma_client"])
+    assert server.commands == [("rdma_server", CTX.command_timeout)]
+    assert client.commands == [("rdma_client", CTX.command_timeout)]
