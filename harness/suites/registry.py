@@ -25,7 +25,8 @@ pytest module(s) and a suite.yaml:
 Beside it, optionally: parse.py (pure parsers of the suite's output, what its
 unit tests import), expectations.yaml (known failures, see expectations.py),
 guest-side scripts and data files. A plan that asks for the suite without
-its fragments or packages stops before anything is built (needs.py, exit 2).
+its fragments or packages stops before anything is built (needs.py, exit 2);
+so does any plan while a suite.yaml is malformed, naming the file and key.
 """
 from __future__ import annotations
 

@@ -137,3 +137,13 @@ def test_a_valid_suite_yaml_gives_its_spec(tmp_path):
     assert (devices.node, devices.args, devices.files) == (
         2, ("-drive", "file={node_dir}/d.img,if=none,id=d"), (("d.img", 8),))
     assert spec.expectations is None and spec.files == (folder / "test_my_suite.py",)
+
+
+def test_a_broken_suite_yaml_stops_a_plan_in_preflight(tmp_path, monkeypatch):
+    from harness import runner
+    (tmp_path / "my_suite").mkdir()
+    (tmp_path / "my_suite" / "suite.yaml").write_text("name: my-suite\n")
+    monkeypatch.setattr(registry, "suites", lambda: registry.discover(tmp_path))
+    with pytest.raises(SuiteError, match="my_suite/suite.yaml: description: missing") as error:
+        runner.preflight(plan_mod.load(None, ["suites=[modules]"]))
+    assert error.value.exit_code == EXIT_BAD_INPUT
