@@ -218,7 +218,8 @@ def boot(run: Run, img: image.GuestImage, moddisk: Path) -> None:
         extra = " ".join(filter(None, ["harness.init=systemd" if vm.init == "systemd" else "",
                                        vm.cmdline]))
         config = BootConfig(kb, img, moddisk, accel.accel, vm.boot_timeout, img.init, extra,
-                            vm.machine, vm.firmware, p2pdma="p2pdma" in run.plan.suites)
+                            vm.machine, vm.firmware,
+                            extra_devices=suites.extra_devices(run.plan.suites))
         for spec in topology(vm):
             node = QemuNode(spec, config, run.run_dir / "nodes" / spec.name)
             run.nodes.append(node)

@@ -108,7 +108,7 @@ class Plan:
     per_patch: bool = False
     # known crashes that do not fail the run (each shown in the report with its reason)
     waivers: tuple[Waiver, ...] = ()
-    # known failures of the suites beyond harness/suites/expectations/<suite>.yaml:
+    # known failures of the suites beyond harness/suites/<suite>/expectations.yaml:
     # YAML files {suite: {provider: [{test, reason, intermittent, until}]}}
     expectations: tuple[str, ...] = ()
     perf: PerfSpec = field(default_factory=PerfSpec)

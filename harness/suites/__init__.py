@@ -1,36 +1,39 @@
-"""In-guest validation suites, written as pytest modules.
+"""In-guest validation suites, one folder each, written as pytest modules.
 
-Each suite is a pytest file here; `run()` executes the plan's suites with
-pytest in this process, hands them the booted nodes through fixtures
-(plugin.py) and collects one record per test case.
+registry.py finds them (a folder with a suite.yaml is a suite: how to add one
+is written there); `run()` executes the plan's suites with pytest in this
+process, hands them the booted nodes through fixtures (plugin.py) and
+collects one record per test case. The code the suites share stays here:
+plugin.py, fabric.py (RDMA links) with caps.py (device capabilities) and
+pair.py (a server and its client), rxe_fabric.py, ktap.py, expectations.py,
+needs.py.
+
+`SUITES` (name -> SuiteSpec) and `DEFAULT_MODULES` (the plan's `modules`
+when it names none) are read from the suites' folders on first use.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-SUITES_DIR = Path(__file__).resolve().parent
+from . import registry
+from .registry import SUITES_DIR, SuiteSpec, extra_devices
 
-# suite name in a plan -> pytest module
-SUITES = {
-    "modules": "test_modules.py",
-    "verbs-smoke": "test_verbs_smoke.py",
-    # the counters the demo-rxe-counters series adds (patches/demo-rxe-counters)
-    "rxe-counters": "test_rxe_counters.py",
-    "verbs": "test_verbs.py",   # verbs and rdma_cm tools on rxe and siw, skips from device caps
-    # NVMe CMB as p2pmem: P2P DMA and the system-memory fallback (node1 gets NVMe devices)
-    "p2pdma": "test_p2pdma.py",
-    "pyverbs": "test_pyverbs.py",   # rdma-core's Python tests on rxe and siw, a row per case
-    "hmm": "test_hmm.py",                        # the tree's mm/hmm-tests, a row per TEST_F
-    "kselftest-rdma": "test_kselftest_rdma.py",  # the tree's selftests/rdma, a row per script
-    "perf": "test_perf.py",   # perftest over rxe vs iperf3/qperf TCP; drops vs a baseline run warn
-}
-
-DEFAULT_MODULES = ("rdma_rxe", "siw", "ib_uverbs", "rdma_ucm", "ionic_rdma",
-                   "mlx5_core", "mlx5_ib")
+__all__ = ["SUITES_DIR", "SuiteSpec", "extra_devices", "registry", "run", "suite_files"]
 
 
-def suite_file(name: str) -> Path:
-    return SUITES_DIR / SUITES[name]
+def __getattr__(name: str):
+    # read on first use, not at import: a broken suite.yaml then fails the
+    # plan's preflight with its message instead of every import of the harness
+    if name == "SUITES":
+        return registry.suites()
+    if name == "DEFAULT_MODULES":
+        return registry.default("modules")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def suite_files(names: tuple[str, ...]) -> dict[Path, str]:
+    """The pytest files of the named suites -> their suite's name."""
+    return {path: name for name in names for path in registry.suites()[name].files}
 
 
 def run(names: tuple[str, ...], ctx, log: Path, on_result=None) -> list:
@@ -42,13 +45,15 @@ def run(names: tuple[str, ...], ctx, log: Path, on_result=None) -> list:
 
     from .plugin import HarnessPlugin, fixtures
 
-    unknown = [n for n in names if n not in SUITES]
+    known = registry.suites()
+    unknown = [n for n in names if n not in known]
     if unknown:
         from ..errors import PlanError
         raise PlanError(f"unknown suite(s) {', '.join(unknown)} in the plan's `suites` "
-                        f"(known: {', '.join(SUITES)})")
-    plugin = HarnessPlugin(ctx, {SUITES[n]: n for n in names}, on_result)
-    args = [*(str(suite_file(n)) for n in names), "-c", str(SUITES_DIR / "pytest.ini"),
+                        f"(known: {', '.join(known)})")
+    files = suite_files(names)
+    plugin = HarnessPlugin(ctx, {path.name: name for path, name in files.items()}, on_result)
+    args = [*map(str, files), "-c", str(SUITES_DIR / "pytest.ini"),
             "--rootdir", str(SUITES_DIR), "-p", "no:cacheprovider",
             "--import-mode=importlib", "-v", "-rfEs"]
     with open(log, "a") as out, contextlib.redirect_stdout(out), \

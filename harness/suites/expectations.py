@@ -1,5 +1,5 @@
-"""Known failures per suite and provider (expectations/<suite>.yaml next to the
-suites, and the plan's own `expectations` files), applied to result rows:
+"""Known failures per suite and provider (expectations.yaml in a suite's
+folder, and the plan's own `expectations` files), applied to result rows:
 an expected failure becomes `xfail` with its reason, an expected failure that
 passes becomes `xpass` (reported as a warning: the entry is probably stale).
 
@@ -28,8 +28,8 @@ from .. import proc
 from ..errors import PlanError
 from ..results.model import (ExpectationEntry, ExpectationsSummary, TestRecord, Until,
                              WarningRecord)
+from . import registry
 
-DIRECTORY = Path(__file__).with_name("expectations")
 ANY = "any"
 _KEYS = {"test", "reason", "intermittent", "until"}
 
@@ -109,13 +109,13 @@ def _read(path: Path):
         raise PlanError(f"expectations file {path}: not valid YAML: {exc}") from exc
 
 
-def load(suites: tuple[str, ...], plan_files: tuple[str, ...] = (),
-         directory: Path = DIRECTORY) -> list[Expectation]:
+def load(suites: tuple[str, ...], plan_files: tuple[str, ...] = ()) -> list[Expectation]:
     """The entries for `suites`: the suites' own files, then the plan's."""
     found: list[Expectation] = []
     for suite in suites:
-        path = directory / f"{suite}.yaml"
-        if path.is_file():
+        spec = registry.get(suite)
+        path = spec.expectations if spec else None
+        if path is not None:
             found += _entries(suite, _read(path), f"{path.parent.name}/{path.name}")
     for name in plan_files:
         path = Path(name).expanduser()

@@ -2,8 +2,13 @@
 booted nodes, parametrization per node and per module, a dmesg marker before
 every test (blktests style), and one TestRecord per test case.
 
-A test that runs another test runner in the guest (the pyverbs suite runs
-rdma-core's unittest cases) reports each of that runner's cases as a row of
+A test that reads the kernel log itself (after a module's load/unload
+cycles, say) takes its own part with `ctx.dmesg_window(dmesg)`: the
+markers written around every test (harness/detect/markers.py) are the one
+mechanism, keyed by `ctx.test_id`.
+
+A test that runs another test runner in the guest (rdma-core's unittest
+cases, a kselftest program) reports each of that runner's cases as a row of
 its own with `ctx.add_record(TestRecord(...))`: the row is shown at once
 (progress) and lands in results.json after the test's own row, which keeps
 its own status (the test decides whether its cases' failures fail it)."""
@@ -12,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import types
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 import pytest
@@ -47,6 +52,15 @@ class SuiteContext:
     artifacts: dict[str, Path] = field(default_factory=dict)  # harness/selftests.py builds
     # known failures: a failing row they name becomes xfail, a passing one xpass
     expectations: Expectations = field(default_factory=Expectations)
+    test_id: str = ""         # the running test's marker_id(); HarnessPlugin sets it
+
+    def dmesg_window(self, dmesg: str) -> str:
+        """What the kernel logged since the running test began. A log that lost
+        the test's begin marker (the ring buffer wrapped) is returned whole: a
+        splat of an earlier test is better reported than none."""
+        if markers.begin(self.test_id) not in dmesg:
+            return dmesg
+        return markers.window(dmesg, self.test_id)
 
     def add_record(self, record: TestRecord) -> TestRecord:
         """An extra result row from inside a test (one per case of a runner
@@ -58,6 +72,14 @@ class SuiteContext:
         else:
             self.record_sink(record)
         return record
+
+
+def marker_id(nodeid: str) -> str:
+    """A test's id in the kernel log markers and in crash records: its file's
+    name and the rest of its pytest node id, whichever suite folder the file
+    is in (`test_modules.py::test_load_unload[node1-rdma_rxe]`)."""
+    path, sep, rest = nodeid.partition("::")
+    return f"{PurePosixPath(path).name}{sep}{rest}"
 
 
 def _status(report: pytest.TestReport) -> str:
@@ -125,26 +147,30 @@ class HarnessPlugin:
         if "module" in metafunc.fixturenames:
             metafunc.parametrize("module", self.context.modules, ids=list(self.context.modules))
 
+    # first: the test's fixtures (set up by pytest's own hook) run inside its window
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        self.context.test_id = marker_id(item.nodeid)
         if not self._opened:       # later tests are opened by the previous teardown
             self._opened = True
             for node in self.context.nodes:
-                node.ssh.run(["sh", "-c", markers.kmsg_script(markers.begin(item.nodeid))],
-                             timeout=30)
+                node.ssh.run(["sh", "-c", markers.kmsg_script(
+                    markers.begin(self.context.test_id))], timeout=30)
 
     def pytest_runtest_teardown(self, item: pytest.Item, nextitem) -> None:
         """One command per node: close this test's dmesg window, read it, open
         the next test's (blktests style). A splat in the window fails the test."""
-        script = markers.kmsg_script(markers.end(item.nodeid)) + "; dmesg"
+        this = marker_id(item.nodeid)
+        script = markers.kmsg_script(markers.end(this)) + "; dmesg"
         if nextitem is not None:
-            script += "; " + markers.kmsg_script(markers.begin(nextitem.nodeid))
+            script += "; " + markers.kmsg_script(markers.begin(marker_id(nextitem.nodeid)))
         found = []
         for node in self.context.nodes:
             try:
                 out = node.ssh.run(["sh", "-c", script], timeout=60).stdout
             except Exception:      # a dead node: the runner reads its console
                 continue
-            window = markers.window(out, item.nodeid)
+            window = markers.window(out, this)
             found += [f"{node.name}: {c.title}" for c in detect.find_crashes(window)
                       if not self.context.waived(c)]
         if found:

@@ -31,6 +31,20 @@ class NodeSpec:
         return f"eth0:10.0.2.15/24:10.0.2.2,{self.l2_nic}:{self.l2_ip}/{self.l2_prefix}"
 
 
+# in an ExtraDevices argument: the node's directory (its run's nodes/<name>)
+NODE_DIR = "{node_dir}"
+
+
+@dataclass(frozen=True)
+class ExtraDevices:
+    """QEMU options one node gets besides its standard devices (a suite's
+    `devices`, e.g. NVMe controllers behind a PCIe switch), and the sparse
+    backing files made in the node's directory before QEMU starts."""
+    node: int                                  # NodeSpec.index
+    args: tuple[str, ...]                      # may contain NODE_DIR
+    files: tuple[tuple[str, int], ...] = ()    # (file name, size in MiB)
+
+
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
     """A port free on 127.0.0.1 right now (QEMU binds it a moment later; a lost
     race shows up as a QEMU start failure, which the backend retries)."""

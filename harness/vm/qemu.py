@@ -19,7 +19,7 @@ from ..build import KernelBuild
 from ..errors import EXIT_INFRA, BootError
 from ..guest import Session
 from ..image import GuestImage
-from . import NodeSpec, free_port
+from . import NODE_DIR, ExtraDevices, NodeSpec, free_port
 from .accel import QEMU
 from .watchdog import Hang
 
@@ -45,7 +45,8 @@ class BootConfig:
     extra_cmdline: str = ""
     machine: str = "q35"
     firmware: str = "qboot.rom"   # "" = QEMU's default (SeaBIOS)
-    p2pdma: bool = False          # node1 gets the NVMe P2P topology (p2pdma_devices)
+    # what the plan's suites add to some nodes (suite.yaml `devices`)
+    extra_devices: tuple[ExtraDevices, ...] = ()
 
 
 # devices a headless guest never uses, whose probing costs boot time under TCG
@@ -78,33 +79,22 @@ def qemu_argv(node: NodeSpec, boot: BootConfig, overlay: Path, node_dir: Path,
         "-device", f"virtio-net-pci,netdev=mgmt,mac={node.mgmt_mac}",
         "-netdev", l2, "-device", f"virtio-net-pci,netdev=l2,mac={node.l2_mac}",
         "-device", "virtio-rng-pci",
-        *(p2pdma_devices(node_dir) if boot.p2pdma and node.index == 1 else []),
+        *extra_device_args(boot.extra_devices, node, node_dir),
     ]
 
 
-P2P_CMB_MB = 64           # a power of two >= 2: the CMB published as p2pmem
-P2P_DISK_MB = 64
-
-
-def p2pdma_devices(node_dir: Path) -> list[str]:
-    """Three NVMe controllers for the p2pdma suite (serials p2p-cmb, p2p-peer,
-    p2p-apart): p2p-cmb (with a controller memory buffer) and p2p-peer behind
-    one PCIe switch, where the kernel allows peer-to-peer DMA between them;
-    p2p-apart on a root port of its own, where it refuses (no common upstream
-    bridge, and the emulated host bridge is not on its whitelist), so a
-    transfer has to go through system memory."""
-    args = ["-device", "ioh3420,id=p2p_rp1,bus=pcie.0,chassis=11,slot=11",
-            "-device", "x3130-upstream,id=p2p_up,bus=p2p_rp1",
-            "-device", "xio3130-downstream,id=p2p_dn1,bus=p2p_up,chassis=12,slot=0",
-            "-device", "xio3130-downstream,id=p2p_dn2,bus=p2p_up,chassis=13,slot=1",
-            "-device", "ioh3420,id=p2p_rp2,bus=pcie.0,chassis=14,slot=14"]
-    for serial, bus, extra in (("p2p-cmb", "p2p_dn1", f",cmb_size_mb={P2P_CMB_MB}"),
-                               ("p2p-peer", "p2p_dn2", ""), ("p2p-apart", "p2p_rp2", "")):
-        disk = node_dir / f"{serial}.img"
-        with open(disk, "wb") as f:          # sparse
-            f.truncate(P2P_DISK_MB << 20)
-        args += ["-drive", f"file={disk},if=none,id={serial},format=raw",
-                 "-device", f"nvme,serial={serial},drive={serial},bus={bus}{extra}"]
+def extra_device_args(devices: tuple[ExtraDevices, ...], node: NodeSpec,
+                      node_dir: Path) -> list[str]:
+    """The node's extra QEMU options; their backing files are created (sparse,
+    empty: a new run starts from blank disks)."""
+    args: list[str] = []
+    for extra in devices:
+        if extra.node != node.index:
+            continue
+        for name, size_mb in extra.files:
+            with open(node_dir / name, "wb") as f:
+                f.truncate(size_mb << 20)
+        args += [arg.replace(NODE_DIR, str(node_dir)) for arg in extra.args]
     return args
 
 

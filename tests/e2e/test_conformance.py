@@ -69,16 +69,16 @@ def test_verbs_matrix_and_pyverbs_on_rxe_and_siw(tmp_path):
     # iWARP (siw): the CM tools pass, the pingpongs skip with the device's own caps
     for tool in ("rping", "rdma_server-rdma_client"):
         assert status[f"test_rdma_cm[siw-{tool}]"] == "pass"
-    # intermittently a CONNECT_ERROR: then xfail with the reason (expectations/verbs.yaml)
+    # intermittently a CONNECT_ERROR: then xfail with the reason (verbs/expectations.yaml)
     ucmatose = verbs["test_rdma_cm[siw-ucmatose]"]
     assert ucmatose["status"] == "pass" or (
-        ucmatose["status"] == "xfail" and "expectations/verbs.yaml" in ucmatose["message"])
+        ucmatose["status"] == "xfail" and "verbs/expectations.yaml" in ucmatose["message"])
     siw_rc = verbs["test_pingpong[siw-ibv_rc_pingpong]"]
     assert siw_rc["status"] == "skip" and "iWARP" in siw_rc["message"]
     assert {t["provider"] for t in verbs.values()} == {"rxe", "siw"}
 
     # pyverbs: every case a row; >= 100 executed on rxe; the known failures are
-    # xfail with their reason (harness/suites/expectations/pyverbs.yaml)
+    # xfail with their reason (harness/suites/pyverbs/expectations.yaml)
     py = [t for t in results["tests"] if t["suite"] == "pyverbs"]
     mains = {t["name"]: t for t in py if t["name"].startswith("test_pyverbs[")}
     assert set(mains) == {"test_pyverbs[rxe]", "test_pyverbs[siw]"}
@@ -87,6 +87,6 @@ def test_verbs_matrix_and_pyverbs_on_rxe_and_siw(tmp_path):
     siw_cases = [t for t in py if t["name"].startswith("pyverbs[siw] tests.")]
     assert len(siw_cases) >= 300
     xfails = [t for t in py if t["status"] == "xfail"]
-    assert all("expectations/pyverbs.yaml" in t["message"].splitlines()[0] for t in xfails)
+    assert all("pyverbs/expectations.yaml" in t["message"].splitlines()[0] for t in xfails)
     assert any(t["provider"] == "siw" for t in xfails)
     assert results["expectations"]["entries"]

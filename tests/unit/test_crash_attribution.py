@@ -34,12 +34,3 @@ def test_crash_outside_any_test_is_during_boot():
     text = "[    0.5] BUG: kernel NULL pointer dereference, address: 0000000000000000\n" + CONSOLE
     assert markers.TestSpans(text).test_at(1) == ""
     assert markers.TestSpans(CONSOLE).test_at(3) == ""          # after the first test ended
-
-
-def test_every_default_module_says_what_it_registers():
-    from harness import suites
-    from harness.suites.test_modules import REGISTRATION
-    for module in suites.DEFAULT_MODULES:
-        assert module in REGISTRATION, f"{module}: add it to harness/suites/modules.yaml"
-        ((kind, arg),) = REGISTRATION[module].items()
-        assert kind in ("auxiliary", "pci", "link", "path") and arg
