@@ -12,6 +12,7 @@ from rich.table import Table
 
 from . import proc
 from .cache import default_root
+from .errors import EXIT_INFRA, EXIT_PASS
 from .vm.accel import QEMU, probe_kvm
 
 # tool -> Debian package that provides it
@@ -119,6 +120,6 @@ def doctor(console: Console) -> int:
     if missing:
         console.print(f"{missing} required item(s) missing: run ./bootstrap.sh as root, "
                       "or install the packages named under fix.")
-        return 3
+        return EXIT_INFRA
     console.print("ready")
-    return 0
+    return EXIT_PASS

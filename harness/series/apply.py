@@ -248,7 +248,7 @@ def _failure(tree: SourceTree, patch: PatchFile, log: Path) -> str:
     text = check.stdout + check.stderr
     if "corrupt patch" in text or "No valid patches" in text:
         line = re.search(r"corrupt patch at line (\d+)", text)
-        return (f"the patch is corrupt" + (f" at line {line.group(1)}" if line else "")
+        return ("the patch is corrupt" + (f" at line {line.group(1)}" if line else "")
                 + f" ({patch.path})")
     if m := _FAILED_AT.search(text):
         hunk = _hunk_at(patch.path, m.group("file"), int(m.group("line")))
