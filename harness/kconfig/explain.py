@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .expr import TRI
+from .fragments import Request
 from .tool import KconfigDB
 from .walk import FIX_MARK, Explainer, FixState, Walk
 
@@ -34,7 +35,7 @@ class Explanation:
 @dataclass
 class _Finding:
     """One request's walks over the rounds, merged."""
-    request: object
+    request: Request
     walk: Walk
 
     def extend(self, later: Walk) -> None:
@@ -48,7 +49,7 @@ def fragment_lines(fix: dict[str, str]) -> tuple[str, ...]:
                  for s, v in fix.items())
 
 
-def explain_missing(db: KconfigDB, merged: Path, requests: list,
+def explain_missing(db: KconfigDB, merged: Path, requests: list[Request],
                     scratch: Path) -> list[Explanation]:
     """Explanations for every request that does not stick in `merged` (base +
     fragments, before olddefconfig). The fix is checked with the tree's parser:
@@ -99,7 +100,7 @@ def explain_missing(db: KconfigDB, merged: Path, requests: list,
     return out
 
 
-def _verify(db: KconfigDB, merged: Path, requests: list, fix: dict[str, str],
+def _verify(db: KconfigDB, merged: Path, requests: list[Request], fix: dict[str, str],
             scratch: Path) -> bool:
     """Does base + fragments + fix keep every request (olddefconfig semantics)?"""
     trial = scratch / "harness-kconfig-fix.config"
@@ -111,7 +112,7 @@ def _verify(db: KconfigDB, merged: Path, requests: list, fix: dict[str, str],
     return all(db.value(r.symbol) == r.want for r in requests)
 
 
-def _minimise(db: KconfigDB, merged: Path, requests: list, fix: dict[str, str],
+def _minimise(db: KconfigDB, merged: Path, requests: list[Request], fix: dict[str, str],
               scratch: Path) -> dict[str, str]:
     """Drop every fix line the others make unnecessary (on a 32-bit base, 64BIT=y
     brings SPARSEMEM and the hotplug arch options by their defaults)."""
@@ -145,7 +146,7 @@ def _merge(a: FixState, b: FixState) -> FixState:
     return merged
 
 
-def _request_line(request) -> str:
+def _request_line(request: Request) -> str:
     if request.want == "n":
         return f"# CONFIG_{request.symbol} is not set"
     if request.want in TRI or request.want.lstrip("-").isdigit() or \
