@@ -4,7 +4,7 @@ did not.
 
 The kernel's own tools do the work: `make tinyconfig|defconfig`,
 scripts/kconfig/merge_config.sh, `make olddefconfig`, and the tree's Kconfig
-parser for the explanations (kconfig_explain.py). This module chooses the
+parser for the explanations (explain.py). This module chooses the
 inputs, catches conflicting and unknown requests, and checks the outcome.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ..cache import Cache, digest, file_digest
 from ..errors import ConfigError
 from .explain import Explanation, explain_missing
 from .fragments import Request, effective_requests, fragment_path, read_config
-from .tool import KconfigTool
+from .tool import KconfigDB, KconfigTool
 from ..plan import KconfigSpec
 from ..results.model import KconfigResult, MissingSymbol, RequestedSymbol, UnknownSymbol
 from ..source import SourceTree
@@ -103,21 +103,27 @@ def analyse(tree: Path, objdir: Path, requests: list[Request], log: Path,
             ) -> tuple[list[Request], list[Explanation]]:
     """Unknown symbols and explanations for the requests that did not stick,
     from the tree's own Kconfig parser (about 4 s, once per new config)."""
-    tool = KconfigTool(tree, objdir, log)
-    merged = objdir / MERGED
-    values = read_config(objdir / ".config")
-    with tool.open() as db:
-        db.read(merged)
-        unknown = [r for r in requests if not db.known(r.symbol)]
-        # the parser must agree with olddefconfig, or its explanations are worthless
-        disagree = [r.symbol for r in requests if db.known(r.symbol)
-                    and db.value(r.symbol) != values.get(r.symbol, "n")]
-        if disagree:
-            raise ConfigError(f"the Kconfig parser disagrees with olddefconfig on "
-                              f"{', '.join(disagree[:5])} (environment?); see {log}", 3)
-        known = [r for r in requests if r not in unknown]
-        if any(values.get(r.symbol, "n") != r.want for r in known):
-            return unknown, explain_missing(db, merged, known, objdir)
+    with KconfigTool(tree, objdir, log).open() as db:
+        return analyse_with(db, objdir / MERGED, read_config(objdir / ".config"), requests,
+                            objdir, log)
+
+
+def analyse_with(db: KconfigDB, merged: Path, values: dict[str, str],
+                 requests: list[Request], scratch: Path, log: Path,
+                 ) -> tuple[list[Request], list[Explanation]]:
+    """analyse() on an open parser session: `merged` is base + fragments before
+    olddefconfig, `values` what olddefconfig made of it."""
+    db.read(merged)
+    unknown = [r for r in requests if not db.known(r.symbol)]
+    # the parser must agree with olddefconfig, or its explanations are worthless
+    disagree = [r.symbol for r in requests if db.known(r.symbol)
+                and db.value(r.symbol) != values.get(r.symbol, "n")]
+    if disagree:
+        raise ConfigError(f"the Kconfig parser disagrees with olddefconfig on "
+                          f"{', '.join(disagree[:5])} (environment?); see {log}", 3)
+    known = [r for r in requests if r not in unknown]
+    if any(values.get(r.symbol, "n") != r.want for r in known):
+        return unknown, explain_missing(db, merged, known, scratch)
     return unknown, []
 
 

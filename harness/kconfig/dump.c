@@ -6,7 +6,7 @@
  * the symbols it is asked for as JSON: value, type, prompts and the
  * dependency, select and default expressions with the value of every node.
  *
- * harness/kconfig_explain.py reads this to explain why a requested option did
+ * harness/kconfig/tool.py reads this to explain why a requested option did
  * not stick. Written for the harness; it uses only the interfaces declared in
  * scripts/kconfig/{lkc.h,expr.h,internal.h}.
  *
@@ -45,18 +45,19 @@ static void sym_name(const struct symbol *sym)
 	json_string(sym->name ? sym->name : "<choice>");
 }
 
-/* ["s", value-as-tristate, name, string value, is-constant] */
+/* {"sym": name, "tri": value as a tristate, "value": string value, "const": bool} */
 static void json_sym(struct symbol *sym)
 {
 	sym_calc_value(sym);
-	printf("[\"s\",\"%s\",", tri_name(sym->curr.tri));
+	printf("{\"sym\":");
 	sym_name(sym);
-	putchar(',');
+	printf(",\"tri\":\"%s\",\"value\":", tri_name(sym->curr.tri));
 	json_string(sym_get_string_value(sym));
-	printf(",%s]", sym->flags & SYMBOL_CONST ? "true" : "false");
+	printf(",\"const\":%s}", sym->flags & SYMBOL_CONST ? "true" : "false");
 }
 
-/* [op, value of this node, operands...]; null for "no condition" (= y) */
+/* {"op", "tri": value of this node, "left", "right" (absent for "!")};
+ * null for "no condition" (= y) */
 static void json_expr(struct expr *e)
 {
 	static const char *const ops[] = {
@@ -74,13 +75,13 @@ static void json_expr(struct expr *e)
 		return;
 	}
 	/* a range has no truth value of its own */
-	printf("[\"%s\",\"%s\",", ops[e->type],
+	printf("{\"op\":\"%s\",\"tri\":\"%s\",\"left\":", ops[e->type],
 	       e->type == E_RANGE ? "y" : tri_name(expr_calc_value(e)));
 	switch (e->type) {
 	case E_OR:
 	case E_AND:
 		json_expr(e->left.expr);
-		putchar(',');
+		printf(",\"right\":");
 		json_expr(e->right.expr);
 		break;
 	case E_NOT:
@@ -88,11 +89,11 @@ static void json_expr(struct expr *e)
 		break;
 	default:	/* comparisons and ranges: two symbols */
 		json_sym(e->left.sym);
-		putchar(',');
+		printf(",\"right\":");
 		json_sym(e->right.sym);
 		break;
 	}
-	putchar(']');
+	putchar('}');
 }
 
 static void json_props(struct symbol *sym, enum prop_type type, const char *key)
@@ -176,7 +177,6 @@ static void dump_symbol(struct symbol *sym)
 	json_expr(sym->implied.expr);
 	json_props(sym, P_PROMPT, "prompts");
 	json_props(sym, P_DEFAULT, "defaults");
-	json_props(sym, P_SELECT, "selects");
 	json_props(sym, P_RANGE, "ranges");
 	printf("}\n");
 }
@@ -186,7 +186,10 @@ static void quiet(const char *s)
 	(void)s;
 }
 
-/* who has `select NAME`: [[selector, "file:line"], ...] */
+/*
+ * who has `select NAME`: [{"name": selector, "at": "file:line", "if": the
+ * select's condition (the selector's dependencies and its `if`)}, ...]
+ */
 static void dump_selectors(const char *name)
 {
 	struct symbol *sym;
@@ -201,9 +204,11 @@ static void dump_selectors(const char *name)
 			if (!sym->name || !e || e->type != E_SYMBOL ||
 			    !e->left.sym->name || strcmp(e->left.sym->name, name))
 				continue;
-			printf("%s[", first ? "" : ",");
+			printf("%s{\"name\":", first ? "" : ",");
 			json_string(sym->name);
-			printf(",\"%s:%d\"]", prop->filename, prop->lineno);
+			printf(",\"at\":\"%s:%d\",\"if\":", prop->filename, prop->lineno);
+			json_expr(prop->visible.expr);
+			putchar('}');
 			first = 0;
 		}
 	}

@@ -77,8 +77,13 @@ def parse_fragment(path: Path) -> list[Request]:
 
 
 def read_config(path: Path) -> dict[str, str]:
+    return parse_config(path.read_text(errors="replace"))
+
+
+def parse_config(text: str) -> dict[str, str]:
+    """The values a .config (or fragment) text sets; "n" for `is not set`."""
     values: dict[str, str] = {}
-    for line in path.read_text(errors="replace").splitlines():
+    for line in text.splitlines():
         if m := _SET.match(line):
             value = m.group(2)
             values[m.group(1)[7:]] = value[1:-1] if value.startswith('"') else value

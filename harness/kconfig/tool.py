@@ -1,14 +1,18 @@
 """The tree's own Kconfig parser as a service: harness/kconfig/dump.c, linked
 against the tree's scripts/kconfig objects (built by any `make *config` in the
 object directory), run with the environment `make` gives scripts/kconfig/conf,
-answers line requests (`read`, `sym`, `selectors`) with JSON. kconfiglib 14.1
-cannot parse 7.2 (arch/Kconfig's `transitional` keyword), hence this."""
+answers line requests (`read`, `sym`, `selectors`) with JSON, parsed here once
+into the typed records below. kconfiglib 14.1 cannot parse 7.2 (arch/Kconfig's
+`transitional` keyword), hence this."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol, Union
 
 from .. import proc
 from ..errors import ConfigError
@@ -18,12 +22,130 @@ KCONFIG_OBJECTS = ("confdata", "expr", "lexer.lex", "menu", "parser.tab", "prepr
                    "symbol", "util")
 
 
+# ---------------------------------------------------------------- the answers
+
+@dataclass(frozen=True)
+class SymbolRef:
+    """A symbol inside an expression; constants (y, "x86", a range bound) too."""
+    name: str
+    tri: str            # its value as a tristate: y, m or n
+    value: str          # its value as a string ("x86", "512", "m")
+    const: bool
+
+
+@dataclass(frozen=True)
+class Operation:
+    """&&, ||, !, a comparison (=, !=, <, <=, >, >=) or a range's bounds."""
+    op: str
+    tri: str            # the value of this node; y for a range
+    left: "Expr"
+    right: "Expr | None" = None     # None for !
+
+
+# None stands for "no condition", which Kconfig treats as y
+Expr = Union[SymbolRef, Operation]
+
+
+def tri(e: Expr | None) -> str:
+    return "y" if e is None else e.tri
+
+
+@dataclass(frozen=True)
+class Prompt:
+    text: str
+    cond: Expr | None       # `if ...` and the enclosing dependencies: visible when true
+    at: str                 # "file:line"
+
+
+@dataclass(frozen=True)
+class Property:
+    """A `default` or `range` line: its expression and its `if`."""
+    expr: Expr | None
+    cond: Expr | None
+    at: str
+
+
+@dataclass(frozen=True)
+class Choice:
+    prompt: str
+    at: str
+    active: str | None      # the member olddefconfig picks
+
+
+@dataclass(frozen=True)
+class Symbol:
+    name: str
+    type: str               # bool, tristate, int, hex, string, unknown
+    value: str
+    tri: str
+    visible: str            # how far a prompt lets the user raise it: y, m or n
+    user: str | None        # the value the .config read gave it
+    defined: tuple[str, ...]        # "file:line" of each `config NAME`
+    choice: Choice | None
+    depends: Expr | None            # `depends on`, all of them joined by &&
+    selected_by: Expr | None        # the reverse dependency of `select NAME`
+    implied_by: Expr | None
+    prompts: tuple[Prompt, ...]
+    defaults: tuple[Property, ...]
+    ranges: tuple[Property, ...]    # expr: Operation("range", left=low, right=high)
+
+    @property
+    def is_bool(self) -> bool:
+        return self.type == "bool"
+
+
+@dataclass(frozen=True)
+class Selector:
+    name: str               # the symbol with the `select`
+    at: str                 # where its `select` line is
+    cond: Expr | None       # when the select applies: the selector's dependencies + `if`
+
+
+def parse_expr(data: dict | None) -> Expr | None:
+    if data is None:
+        return None
+    if "sym" in data:
+        return SymbolRef(data["sym"], data["tri"], data["value"], data["const"])
+    return Operation(data["op"], data["tri"], parse_expr(data["left"]),
+                     parse_expr(data.get("right")))
+
+
+def parse_symbol(data: dict | None) -> Symbol | None:
+    if data is None:
+        return None
+    choice = data["choice"]
+    return Symbol(
+        name=data["name"], type=data["type"], value=data["value"], tri=data["tri"],
+        visible=data["visible"], user=data["user"], defined=tuple(data["defined"]),
+        choice=Choice(choice["prompt"], choice["at"], choice["active"]) if choice else None,
+        depends=parse_expr(data["depends"]), selected_by=parse_expr(data["selected_by"]),
+        implied_by=parse_expr(data["implied_by"]),
+        prompts=tuple(Prompt(p["text"], parse_expr(p["if"]), p["at"])
+                      for p in data["prompts"]),
+        **{key: tuple(Property(parse_expr(p["expr"]), parse_expr(p["if"]), p["at"])
+                      for p in data[key]) for key in ("defaults", "ranges")})
+
+
+# ---------------------------------------------------------------- the service
+
+class Channel(Protocol):
+    """Where a KconfigDB's answers come from: the dump process, or (in tests)
+    answers captured from it."""
+
+    def ask(self, command: str) -> Any: ...
+
+    def close(self) -> None: ...
+
+
 class KconfigTool:
     """The dumper built for one object directory, run with make's environment."""
 
     def __init__(self, tree: Path, objdir: Path, log: Path | None = None):
         self.tree, self.objdir, self.log = Path(tree), Path(objdir), log
-        self.binary = self.objdir / "scripts/kconfig/harness-kconfig-dump"
+        # named by its source, so checkouts with different dump.c sharing an
+        # object directory never run each other's build
+        tag = hashlib.sha256(DUMP_SOURCE.read_bytes()).hexdigest()[:12]
+        self.binary = self.objdir / f"scripts/kconfig/harness-kconfig-dump-{tag}"
         self._env: dict[str, str] | None = None
 
     def env(self) -> dict[str, str]:
@@ -50,7 +172,7 @@ class KconfigTool:
         if absent:
             raise ConfigError(f"the tree's Kconfig objects are missing ({', '.join(absent)}); "
                               f"run a `make O={self.objdir} *config` first", 3)
-        newest = max(o.stat().st_mtime for o in [*objects, DUMP_SOURCE])
+        newest = max(o.stat().st_mtime for o in objects)
         if self.binary.exists() and self.binary.stat().st_mtime >= newest:
             return self.binary
         cc = self.env().get("HOSTCC", "gcc")
@@ -67,25 +189,23 @@ class KconfigTool:
 
     def open(self) -> "KconfigDB":
         """A session with the tree's parser (Kconfig parsed once, ~3.5 s)."""
-        return KconfigDB(self.build(), self.objdir, self.env(),
-                         self.log or self.objdir / "harness-kconfig.log")
+        log = self.log or self.objdir / "harness-kconfig.log"
+        return KconfigDB(DumpProcess(self.build(), self.objdir, self.env(), log))
 
 
-# ---------------------------------------------------------------- the data
-
-class KconfigDB:
-    """Symbols as the tree's parser sees them after `read(config)`; records are
-    fetched on demand and cached until the next read."""
+class DumpProcess:
+    """The dump binary behind a pipe: one command line in, one JSON line out."""
 
     def __init__(self, binary: Path, cwd: Path, env: dict[str, str], log: Path):
         # run where conf runs (the object directory): the tree is never written
         self._proc = proc.spawn_pipe([binary, "Kconfig"], cwd=cwd, env=env, log=log)
-        self._cache: dict[str, dict | None] = {}
-        self._selectors: dict[str, list[tuple[str, str]]] = {}
         self.log = log
-        self._ask(None)     # the "ready" line: Kconfig parsed
+        self._answer(None)      # the "ready" line: Kconfig parsed
 
-    def _ask(self, command: str | None):
+    def ask(self, command: str) -> Any:
+        return self._answer(command)
+
+    def _answer(self, command: str | None) -> Any:
         try:
             if command is not None:
                 self._proc.stdin.write(command + "\n")
@@ -98,13 +218,6 @@ class KconfigDB:
                               f"see {self.log}", 3)
         return json.loads(line)
 
-    def read(self, config: Path) -> "KconfigDB":
-        """Read `config` (a .config, or base + fragments) as olddefconfig does."""
-        self._cache.clear()
-        if not self._ask(f"read {Path(config).resolve()}")["ok"]:
-            raise ConfigError(f"the Kconfig parser could not read {config}", 3)
-        return self
-
     def close(self) -> None:
         if self._proc.poll() is None:
             with contextlib.suppress(OSError):
@@ -115,31 +228,54 @@ class KconfigDB:
             except Exception:
                 proc.kill_group(self._proc)
 
+
+class KconfigDB:
+    """Symbols as the tree's parser sees them after `read(config)`; records and
+    selectors (their conditions have values) are fetched on demand and cached
+    until the next read."""
+
+    def __init__(self, channel: Channel):
+        self.channel = channel
+        self._cache: dict[str, Symbol | None] = {}
+        self._selectors: dict[str, list[Selector]] = {}
+
+    def read(self, config: Path) -> "KconfigDB":
+        """Read `config` (a .config, or base + fragments) as olddefconfig does."""
+        self._cache.clear()
+        self._selectors.clear()
+        if not self.channel.ask(f"read {Path(config).resolve()}")["ok"]:
+            raise ConfigError(f"the Kconfig parser could not read {config}", 3)
+        return self
+
+    def close(self) -> None:
+        self.channel.close()
+
     def __enter__(self) -> "KconfigDB":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def record(self, name: str) -> dict | None:
+    def record(self, name: str) -> Symbol | None:
         if name not in self._cache:
-            self._cache[name] = self._ask(f"sym {name}")
+            self._cache[name] = parse_symbol(self.channel.ask(f"sym {name}"))
         return self._cache[name]
 
-    def get(self, name: str) -> dict | None:
+    def get(self, name: str) -> Symbol | None:
         """The record of a symbol this tree's Kconfig defines, else None."""
         record = self.record(name)
-        return record if record and record["type"] != "unknown" and record["defined"] \
-            else None
+        return record if record and record.type != "unknown" and record.defined else None
 
     def value(self, name: str) -> str:
         record = self.record(name)
-        return record["value"] if record else "n"
+        return record.value if record else "n"
 
     def known(self, name: str) -> bool:
         return self.get(name) is not None
 
-    def selectors(self, name: str) -> list[tuple[str, str]]:
+    def selectors(self, name: str) -> list[Selector]:
+        """Who has `select NAME`, and when."""
         if name not in self._selectors:
-            self._selectors[name] = [tuple(s) for s in self._ask(f"selectors {name}")]
+            self._selectors[name] = [Selector(s["name"], s["at"], parse_expr(s["if"]))
+                                     for s in self.channel.ask(f"selectors {name}")]
         return self._selectors[name]
