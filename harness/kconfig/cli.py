@@ -15,7 +15,7 @@ from rich.table import Table
 
 from .. import kconfig, source
 from ..cache import Cache
-from ..errors import HarnessError
+from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, HarnessError
 from ..results.codec import to_plain
 
 
@@ -38,7 +38,7 @@ def _check(args: argparse.Namespace, console: Console) -> int:
         try:
             report = kconfig.check_tree(args.tree, args.base, args.fragments, cache, log)
         except HarnessError as exc:
-            if log.exists() and exc.exit_code == 3:
+            if log.exists() and exc.exit_code == EXIT_INFRA:
                 console.print(escape(log.read_text(errors="replace")[-3000:]))
             raise
     seconds = time.monotonic() - start
@@ -53,7 +53,7 @@ def _check(args: argparse.Namespace, console: Console) -> int:
         kconfig.check(report)
     except HarnessError as exc:
         if not args.json:
-            console.print(f"[bold red]{'error' if exc.exit_code == 2 else 'fail'}:[/] "
+            console.print(f"[bold red]{'error' if exc.exit_code == EXIT_BAD_INPUT else 'fail'}:[/] "
                           f"{escape(str(exc))}", soft_wrap=True)
         return exc.exit_code
     if not args.json:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .. import proc
 from ..cache import Cache, digest, file_digest
-from ..errors import ConfigError
+from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, ConfigError
 from .explain import Explanation, explain_missing
 from .fragments import Request, effective_requests, fragment_path, read_config
 from .tool import KconfigDB, KconfigTool
@@ -52,7 +52,7 @@ def _base_inputs(spec: KconfigSpec) -> tuple[str, Path | None]:
     path = Path(spec.base).expanduser()
     if not path.is_file():
         raise ConfigError(f"kconfig.base {spec.base!r}: neither tinyconfig, defconfig "
-                          "nor an existing .config file", 2)
+                          "nor an existing .config file", EXIT_BAD_INPUT)
     return "file", path.resolve()
 
 
@@ -120,7 +120,7 @@ def analyse_with(db: KconfigDB, merged: Path, values: dict[str, str],
                 and db.value(r.symbol) != values.get(r.symbol, "n")]
     if disagree:
         raise ConfigError(f"the Kconfig parser disagrees with olddefconfig on "
-                          f"{', '.join(disagree[:5])} (environment?); see {log}", 3)
+                          f"{', '.join(disagree[:5])} (environment?); see {log}", EXIT_INFRA)
     known = [r for r in requests if r not in unknown]
     if any(values.get(r.symbol, "n") != r.want for r in known):
         return unknown, explain_missing(db, merged, known, scratch)
@@ -133,7 +133,7 @@ def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
         result = proc.run(["make", "-s", f"O={objdir}", *targets], cwd=tree,
                           timeout=900, log=log, error=ConfigError)
         if not result.ok:
-            raise ConfigError(f"make {' '.join(targets)} failed in {tree}; see {log}", 3)
+            raise ConfigError(f"make {' '.join(targets)} failed in {tree}; see {log}", EXIT_INFRA)
 
     extra: list[Path] = []
     if kind == "file":
@@ -148,7 +148,7 @@ def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
                       timeout=300, log=log, error=ConfigError)
     if not merged.ok:
         raise ConfigError(f"merge_config.sh failed for {', '.join(map(str, fragments))}"
-                          f"; see {log}", 3)
+                          f"; see {log}", EXIT_INFRA)
     shutil.copyfile(objdir / ".config", objdir / MERGED)
     make("olddefconfig")
 
@@ -160,12 +160,12 @@ def check(report: ConfigReport) -> None:
         lines = [f"  {r.fragment}:{r.line}: CONFIG_{r.symbol} is not defined by this "
                  f"tree's Kconfig" for r in report.unknown]
         raise ConfigError(f"{len(report.unknown)} requested Kconfig symbol(s) unknown to "
-                          "this tree (misspelt, renamed or removed?):\n" + "\n".join(lines), 2)
+                          "this tree (misspelt, renamed or removed?):\n" + "\n".join(lines), EXIT_BAD_INPUT)
     missing = report.missing
     if not missing:
         return
     raise ConfigError(f"{len(missing)} requested Kconfig symbol(s) did not stick after "
-                      f"olddefconfig:\n" + explain_text(report), 1)
+                      f"olddefconfig:\n" + explain_text(report), EXIT_FAIL)
 
 
 def explain_text(report: ConfigReport) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol, Union
 
 from .. import proc
-from ..errors import ConfigError
+from ..errors import EXIT_INFRA, ConfigError
 
 DUMP_SOURCE = Path(__file__).with_name("dump.c")
 KCONFIG_OBJECTS = ("confdata", "expr", "lexer.lex", "menu", "parser.tab", "preprocess",
@@ -161,7 +161,7 @@ class KconfigTool:
                               cwd=self.tree, timeout=300, error=ConfigError)
             if not result.ok or not out.exists():
                 raise ConfigError(f"could not read the Kconfig environment of {self.tree}:"
-                                  f"\n{result.tail()}", 3)
+                                  f"\n{result.tail()}", EXIT_INFRA)
             pairs = (item.split("=", 1) for item in out.read_text().split("\0") if "=" in item)
             self._env = dict(pairs)
         return self._env
@@ -171,7 +171,7 @@ class KconfigTool:
         absent = [str(o) for o in objects if not o.exists()]
         if absent:
             raise ConfigError(f"the tree's Kconfig objects are missing ({', '.join(absent)}); "
-                              f"run a `make O={self.objdir} *config` first", 3)
+                              f"run a `make O={self.objdir} *config` first", EXIT_INFRA)
         newest = max(o.stat().st_mtime for o in objects)
         if self.binary.exists() and self.binary.stat().st_mtime >= newest:
             return self.binary
@@ -183,7 +183,7 @@ class KconfigTool:
                           timeout=300, log=self.log, error=ConfigError)
         if not result.ok:
             raise ConfigError(f"building {DUMP_SOURCE.name} against {self.tree}'s Kconfig "
-                              f"parser failed (see {self.log})", 3)
+                              f"parser failed (see {self.log})", EXIT_INFRA)
         scratch.replace(self.binary)
         return self.binary
 
@@ -212,10 +212,10 @@ class DumpProcess:
                 self._proc.stdin.flush()
             line = self._proc.stdout.readline()
         except (BrokenPipeError, OSError) as exc:
-            raise ConfigError(f"the Kconfig parser stopped ({exc}); see {self.log}", 3)
+            raise ConfigError(f"the Kconfig parser stopped ({exc}); see {self.log}", EXIT_INFRA)
         if not line:
             raise ConfigError(f"the Kconfig parser exited while asked {command!r}; "
-                              f"see {self.log}", 3)
+                              f"see {self.log}", EXIT_INFRA)
         return json.loads(line)
 
     def close(self) -> None:
@@ -244,7 +244,7 @@ class KconfigDB:
         self._cache.clear()
         self._selectors.clear()
         if not self.channel.ask(f"read {Path(config).resolve()}")["ok"]:
-            raise ConfigError(f"the Kconfig parser could not read {config}", 3)
+            raise ConfigError(f"the Kconfig parser could not read {config}", EXIT_INFRA)
         return self
 
     def close(self) -> None:
