@@ -74,7 +74,7 @@ def _print_tests(result: RunResult, console: Console) -> None:
         for column in ("suite", "test", "node", "status", "seconds", "metrics / message"):
             tests.add_column(column)
         for t in shown:
-            message = t.message.splitlines()[0][:80] if t.message else ""
+            message = t.message.splitlines()[0][:160] if t.message else ""
             detail = (message or _metrics(t.metrics)) if t.status in ("fail", "error") \
                 else (_metrics(t.metrics) or message)
             tests.add_row(escape(t.suite), escape(t.name), escape(t.node),
@@ -116,7 +116,7 @@ def _print_series(result: RunResult, console: Console) -> None:
         count = len(p.new_warnings)
         warn = f"[bold red]{count}" if count else ("0" if p.builds is not None else "-")
         subject = f"{name}: {p.subject}" if several else p.subject
-        table.add_row(str(p.index), escape(subject[:56]), builds, warn, escape(check),
+        table.add_row(str(p.index), escape(subject), builds, warn, escape(check),
                       str(len(p.config_changes)) if p.builds is not None else "-")
         notes += [f"patch {p.index} adds: {w}" for w in p.new_warnings]
         notes += [f"patch {p.index} checkpatch: {c}" for c in p.checkpatch[:5]]
