@@ -1,2 +1,0 @@
-"""Kernel validation harness: plan -> source -> kconfig -> build -> image -> vm ->
-guest -> suites -> detect -> results (see docs/architecture.md)."""
