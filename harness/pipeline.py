@@ -20,7 +20,8 @@ from .cache import Cache, digest
 from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, SuiteError
 from .plan import Plan, waiver_for
 from .progress import Progress
-from .results.model import KconfigResult, NodeRecord, RunResult, SeriesResult, StageRecord
+from .results.model import (ConfigChange, KconfigResult, NodeRecord, PatchResult, RunResult,
+                            SeriesResult, StageRecord)
 from .series import check as patchcheck
 from .suites import expectations
 from .suites.plugin import SuiteContext, SuiteNode
@@ -170,7 +171,7 @@ def _series(run: Run, tree: source.SourceTree, objdir: Path) -> source.SourceTre
             on_patch=run.progress.patch if run.progress else None)
     applied = series.apply(tree, specs, logs / "series.log", after_each=checker)
     reports = checker.finish() if checker else [
-        patchcheck.PatchReport(p.index, p.series, p.subject, p.author, p.commit,
+        PatchResult(p.index, p.series, p.subject, p.author, p.commit,
                                Path(p.file).name, list(p.files)) for p in applied.patches]
     for entry in run.result.series:
         entry.patches = [r for r in reports if r.series == entry.name]
@@ -183,7 +184,7 @@ def _series(run: Run, tree: source.SourceTree, objdir: Path) -> source.SourceTre
             first.setdefault(change.symbol, change.old)
             last[change.symbol] = change.new
     run.result.kconfig = KconfigResult(series_changes=[
-        patchcheck.ConfigChange(s, first[s], last[s]) for s in first if first[s] != last[s]])
+        ConfigChange(s, first[s], last[s]) for s in first if first[s] != last[s]])
     run.result.kernel.series_top = applied.tree.commit
     return applied.tree
 

@@ -24,10 +24,6 @@ _CHECKPATCH = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+): (?P<level>ERROR|WAR
                          r"(?P<type>[A-Z0-9_]+): (?P<text>.*)$")
 
 
-# a patch's report is the results' record of it
-PatchReport = PatchResult
-
-
 def normalise_path(path: str, tree: Path) -> str:
     """Warnings name files relative to the object directory ("../tree/x.c"),
     or absolute: make them tree-relative."""
@@ -92,18 +88,18 @@ class PatchChecker:
     """Called by series.apply after each patch (`after_each`)."""
 
     def __init__(self, plan: Plan, cache: Cache, objdir: Path, base_report: kconfig.ConfigReport,
-                 logs: Path, on_patch: Callable[[PatchReport], None] | None = None):
+                 logs: Path, on_patch: Callable[[PatchResult], None] | None = None):
         self.plan, self.cache, self.objdir = plan, cache, objdir
         self.logs = logs / "patches"
         self.logs.mkdir(parents=True, exist_ok=True)
         self.config_values = kconfig.read_config(base_report.config)
         self.ledger = WarningLedger()
-        self.reports: list[PatchReport] = []
+        self.reports: list[PatchResult] = []
         self.on_patch = on_patch
 
     @classmethod
     def prepare(cls, plan: Plan, cache: Cache, tree: SourceTree, objdir: Path, logs: Path,
-                on_patch: Callable[[PatchReport], None] | None = None) -> "PatchChecker":
+                on_patch: Callable[[PatchResult], None] | None = None) -> "PatchChecker":
         """Configure and build the base (the tree checked out at it; the build
         cache makes a known base free) and learn its warnings: the checker to
         call after each patch."""
@@ -127,7 +123,7 @@ class PatchChecker:
         self.ledger.add(warnings_in(text, tree.path))
 
     def __call__(self, patch: AppliedPatch, tree: SourceTree) -> None:
-        report = PatchReport(patch.index, patch.series, patch.subject, patch.author,
+        report = PatchResult(patch.index, patch.series, patch.subject, patch.author,
                              patch.commit, Path(patch.file).name, list(patch.files))
         stem = f"{patch.index:04d}"
         report.checkpatch = checkpatch(tree.path, Path(patch.file),
@@ -149,12 +145,12 @@ class PatchChecker:
         if self.on_patch:
             self.on_patch(report)
 
-    def finish(self) -> list[PatchReport]:
+    def finish(self) -> list[PatchResult]:
         mark_bisection(self.reports)
         return self.reports
 
 
-def mark_bisection(reports: list[PatchReport]) -> None:
+def mark_bisection(reports: list[PatchResult]) -> None:
     """A patch that does not build while a later one does breaks `git bisect`
     between them: name both."""
     for i, report in enumerate(reports):

@@ -151,7 +151,7 @@ def test_warning_ledger_reports_only_new_warnings_even_when_lines_move():
 
 
 def test_bisection_names_the_breaking_and_the_repairing_patch():
-    reports = [patchcheck.PatchReport(i, "s", f"p{i}", "a", "c", "f", builds=b)
+    reports = [patchcheck.PatchResult(i, "s", f"p{i}", "a", "c", "f", builds=b)
                for i, b in ((1, True), (2, False), (3, False), (4, True), (5, False))]
     patchcheck.mark_bisection(reports)
     assert reports[1].breaks_bisection == ("breaks bisection: patch 2 does not build, "
