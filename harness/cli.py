@@ -13,6 +13,7 @@ from rich.markup import escape
 from . import plan as plan_mod
 from .errors import EXIT_BAD_INPUT, HarnessError
 from .progress import make_console
+from .results import history_cli
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,6 +30,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="check this host: QEMU, KVM, mmdebstrap, compiler, disk")
     _add_series(sub)
     _add_config(sub)
+    history_cli.add_parser(sub)
     return parser
 
 
@@ -67,6 +69,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="cache directory (default: $HARNESS_CACHE or "
                              "$XDG_CACHE_HOME/harness)")
+    parser.add_argument("--history", type=Path, default=None, metavar="FILE",
+                        help="the runs' index the run is added to (default: "
+                             "<runs-dir>/history.sqlite)")
 
 
 def _add_config(sub) -> None:
@@ -107,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "config":
         from .kconfig.cli import config_command
         return config_command(args, console)
+    if args.command == "history":
+        return history_cli.history_command(args, console)
     from .cache import Cache
     from .runner import run
     try:
@@ -122,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[bold red]error:[/] --runs-dir {escape(str(args.runs_dir))}: "
                       f"{exc.strerror}")
         return EXIT_BAD_INPUT
-    result = run(plan, args.runs_dir, Cache(args.cache_dir), console)
+    result = run(plan, args.runs_dir, Cache(args.cache_dir), console, args.history)
     return result.exit_code
 
 

@@ -137,6 +137,7 @@ def kernel(run: Run) -> Kernel:
             run.kernel = Kernel(tree, report, kb, order.read_text() if order.exists() else "")
             info.cached, info.note = kb.cached, f"{len(kb.warnings)} warnings"
             result.kernel.release, result.kernel.build_key = kb.release, kb.key
+            result.kernel.config_hash = report.config_hash
             result.kernel.warnings = list(kb.warnings)
         if selftests.wanted(plan.suites):     # under the objdir lock: headers_install
             with run.stages("selftests") as info:

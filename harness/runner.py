@@ -22,7 +22,7 @@ from .errors import EXIT_INFRA, HarnessError, PlanError
 from .pipeline import Interrupted, Run, Stages
 from .plan import Plan, waiver_for
 from .progress import Progress
-from .results import baseline
+from .results import baseline, history
 from .results.crashes import Attribution, node_crashes
 from .results.model import RunResult
 from .results.summary import print_summary
@@ -41,7 +41,9 @@ def new_run_dir(runs_dir: Path, plan: Plan) -> tuple[str, Path]:
 
 
 def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
-        console: Console | None = None) -> RunResult:
+        console: Console | None = None, history_db: Path | None = None) -> RunResult:
+    """Run `plan`; the run is indexed in `history_db` (default
+    <runs_dir>/history.sqlite) when it ends."""
     progress = Progress(console)
     run_id, run_dir = new_run_dir(runs_dir, plan)
     (run_dir / "plan.yaml").write_text(yaml.safe_dump(plan.to_dict(), sort_keys=False))
@@ -49,6 +51,7 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
                        started=datetime.datetime.now().isoformat(timespec="seconds"))
     state = Run(plan, cache or Cache(), run_dir / "logs", result, Stages(result, progress),
                 progress, run_dir)
+    history_db = history_db or history.default_path(runs_dir)
 
     def interrupt(signum, frame):
         state.interrupted = f"interrupted by {signal.Signals(signum).name}"
@@ -72,6 +75,7 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
     finally:
         with contextlib.suppress(Interrupted):
             _finish(state)
+            _index(state, history_db)
         for sig, handler in old.items():
             signal.signal(sig, handler)
     return result
@@ -144,3 +148,12 @@ def _finish(state: Run) -> None:
     write_json(result, state.run_dir / "results.json")
     write_junit(result, state.run_dir / "junit.xml")
     print_summary(result, state.progress.console, str(state.run_dir))
+
+
+def _index(state: Run, db: Path) -> None:
+    """The history is an index of the run directories: a run it cannot take
+    is still a complete run (`harness history rebuild` adds it later)."""
+    try:
+        history.record(db, state.result, state.run_dir)
+    except HarnessError as exc:
+        state.progress.say(f"history not updated: {exc}")

@@ -1,16 +1,201 @@
-"""The history of runs: an SQLite index of every run's results (filled at the
-end of each run, rebuilt from run directories), which says per test how it
-went lately and which tests are flaky."""
+"""The history of runs: an SQLite index of every run's results, filled at the
+end of each run and rebuilt from the run directories (`harness history
+rebuild`). It answers per test how it went lately (statuses, pass rate,
+current streak) and which tests are flaky: a row that both passed and failed
+on one kernel build (the tree's commit at the top of the series, and the
+.config hash) is flaky, not a regression.
+
+The run directories stay the truth; the database is an index that can always
+be thrown away and rebuilt."""
 from __future__ import annotations
 
+import contextlib
+import datetime
+import fnmatch
+import json
+import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import HarnessError
+from .model import RunResult
+
 DEFAULT_NAME = "history.sqlite"
+SCHEMA_VERSION = 1
+EXECUTED = ("pass", "fail", "error", "xpass", "xfail")
+FAILED = ("fail", "error")
 
 RowKey = tuple[str, str, str, str]      # suite, name, provider, node
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS runs (
+    run_id TEXT PRIMARY KEY, plan TEXT, origin TEXT, base_commit TEXT, top_commit TEXT,
+    patches TEXT, config_hash TEXT, build TEXT, release TEXT, accel TEXT, verdict TEXT,
+    exit_code INTEGER, started TEXT, seconds REAL, run_dir TEXT);
+CREATE TABLE IF NOT EXISTS rows (
+    run_id TEXT, suite TEXT, name TEXT, provider TEXT, node TEXT, status TEXT,
+    seconds REAL, metrics TEXT);
+CREATE INDEX IF NOT EXISTS rows_by_key ON rows (suite, name, provider, node);
+CREATE INDEX IF NOT EXISTS rows_by_run ON rows (run_id);
+CREATE TABLE IF NOT EXISTS crashes (
+    run_id TEXT, node TEXT, kind TEXT, title TEXT, signature TEXT, test TEXT, waived TEXT);
+CREATE TABLE IF NOT EXISTS warnings (run_id TEXT, kind TEXT, test TEXT, message TEXT);
+"""
+
+
+class HistoryError(HarnessError):
+    stage = "history"
+
+
+@dataclass(frozen=True)
+class TestHistory:
+    suite: str
+    name: str
+    provider: str
+    node: str
+    statuses: tuple[str, ...]      # newest first
+    runs: tuple[str, ...]          # the run ids of those statuses
+    pass_rate: float | None        # passes / executed rows (None: never executed)
+    streak: tuple[str, int]        # the newest status and how many runs in a row had it
+    flaky: bool
+
+
+def default_path(runs_dir: Path) -> Path:
+    return Path(runs_dir) / DEFAULT_NAME
+
+
+@contextlib.contextmanager
+def connect(db: Path, create: bool = True):
+    if not create and not Path(db).is_file():
+        raise HistoryError(f"{db}: no history database (run `harness history rebuild "
+                           "--runs-dir DIR` to make one from the run directories)", 2)
+    conn = None
+    try:
+        conn = sqlite3.connect(db, timeout=30)
+        with conn:
+            conn.executescript(_SCHEMA)
+            conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
+                         (str(SCHEMA_VERSION),))
+        yield conn
+    except sqlite3.Error as exc:
+        raise HistoryError(f"{db}: {exc}") from exc
+    finally:
+        if conn is not None:
+            conn.close()
+
+
+def _seconds(run: RunResult) -> float | None:
+    try:
+        start = datetime.datetime.fromisoformat(run.started)
+        end = datetime.datetime.fromisoformat(run.finished)
+    except ValueError:
+        return None
+    return (end - start).total_seconds()
+
+
+def build_of(run: RunResult) -> str:
+    """The kernel build a run tested: the tree at the top of its series and
+    its .config (older runs without a config hash: the build key)."""
+    kernel = run.kernel
+    top = kernel.series_top or kernel.commit or ""
+    config = kernel.config_hash or kernel.build_key or ""
+    return f"{top}:{config}" if top and config else ""
+
+
+def index_run(conn: sqlite3.Connection, run: RunResult, run_dir: Path | None) -> None:
+    """Add (or replace) one run and its rows, crashes and warnings."""
+    kernel = run.kernel
+    with conn:
+        for table in ("runs", "rows", "crashes", "warnings"):
+            conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run.run_id,))
+        conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+            run.run_id, run.plan, kernel.source, kernel.commit,
+            kernel.series_top or kernel.commit, json.dumps([p.commit for p in run.patches]),
+            kernel.config_hash, build_of(run), kernel.release, kernel.accel, run.verdict,
+            run.exit_code, run.started, _seconds(run), str(run_dir) if run_dir else None))
+        conn.executemany("INSERT INTO rows VALUES (?,?,?,?,?,?,?,?)", [
+            (run.run_id, t.suite, t.name, t.provider, t.node, t.status, t.seconds,
+             json.dumps(t.metrics) if t.metrics else None) for t in run.tests])
+        conn.executemany("INSERT INTO crashes VALUES (?,?,?,?,?,?,?)", [
+            (run.run_id, c.node, c.kind, c.title, c.signature, c.test, c.waived)
+            for c in run.crashes])
+        conn.executemany("INSERT INTO warnings VALUES (?,?,?,?)", [
+            (run.run_id, w.kind, w.test, w.message) for w in run.warnings])
+
+
+def record(db: Path, run: RunResult, run_dir: Path) -> None:
+    """Index a finished run (the end of every `harness run`)."""
+    with connect(db) as conn:
+        index_run(conn, run, run_dir)
+
+
+def rebuild(db: Path, runs_dir: Path) -> tuple[int, list[str]]:
+    """A fresh index of every run directory under runs_dir: (runs indexed,
+    the run directories that could not be read, with why)."""
+    if not Path(runs_dir).is_dir():
+        raise HistoryError(f"--runs-dir {runs_dir}: no such directory", 2)
+    fresh = Path(db).with_name(Path(db).name + ".new")
+    fresh.unlink(missing_ok=True)
+    count, skipped = 0, []
+    with connect(fresh) as conn:
+        for path in sorted(Path(runs_dir).glob("*/results.json")):
+            try:
+                run = RunResult.load(path)
+            except (OSError, ValueError, TypeError) as exc:
+                skipped.append(f"{path.parent.name}: {exc}")
+                continue
+            index_run(conn, run, path.parent)
+            count += 1
+    fresh.replace(db)
+    return count, skipped
 
 
 def flaky_rows(db: Path) -> set[RowKey]:
     """Rows that both passed and failed on one kernel build; empty without a
     history database."""
-    return set()
+    if not Path(db).is_file():
+        return set()
+    with connect(db) as conn:
+        found = conn.execute(
+            "SELECT r.suite, r.name, r.provider, r.node FROM rows r "
+            "JOIN runs USING (run_id) WHERE runs.build != '' "
+            "GROUP BY r.suite, r.name, r.provider, r.node, runs.build "
+            "HAVING SUM(r.status = 'pass') > 0 AND SUM(r.status IN ('fail', 'error')) > 0")
+        return {tuple(row) for row in found}
+
+
+def tests(db: Path, plan: str | None = None, test: str | None = None,
+          last: int = 10) -> list[TestHistory]:
+    """Per test (row key), its `last` statuses newest first, pass rate and
+    streak; `test` is a glob on the row name (or on "suite name")."""
+    with connect(db, create=False) as conn:
+        query = ("SELECT r.suite, r.name, r.provider, r.node, r.status, r.run_id "
+                 "FROM rows r JOIN runs USING (run_id)")
+        args: tuple = ()
+        if plan:
+            query, args = query + " WHERE runs.plan = ?", (plan,)
+        query += " ORDER BY runs.started DESC, runs.run_id DESC"
+        grouped: dict[RowKey, list[tuple[str, str]]] = {}
+        for suite, name, provider, node, status, run_id in conn.execute(query, args):
+            if test and not (fnmatch.fnmatchcase(name, test)
+                             or fnmatch.fnmatchcase(f"{suite} {name}", test)):
+                continue
+            seen = grouped.setdefault((suite, name, provider, node), [])
+            if len(seen) < last:
+                seen.append((status, run_id))
+    flaky = flaky_rows(db)
+    return [_summary(key, seen, key in flaky) for key, seen in sorted(grouped.items())]
+
+
+def _summary(key: RowKey, seen: list[tuple[str, str]], flaky: bool) -> TestHistory:
+    statuses = tuple(s for s, _ in seen)
+    executed = [s for s in statuses if s in EXECUTED]
+    rate = sum(s == "pass" for s in executed) / len(executed) if executed else None
+    streak = 0
+    for status in statuses:
+        if status != statuses[0]:
+            break
+        streak += 1
+    return TestHistory(*key, statuses, tuple(r for _, r in seen), rate,
+                       (statuses[0], streak), flaky)

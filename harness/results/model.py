@@ -47,6 +47,7 @@ class KernelInfo:
     series_top: str | None = field(default=None, metadata=OMIT)
     release: str | None = field(default=None, metadata=OMIT)    # uname -r
     build_key: str | None = field(default=None, metadata=OMIT)
+    config_hash: str | None = field(default=None, metadata=OMIT)   # of the .config built
     warnings: list[str] | None = field(default=None, metadata=OMIT)
     accel: str | None = field(default=None, metadata=OMIT)      # kvm | tcg
     accel_reason: str | None = field(default=None, metadata=OMIT)

@@ -123,7 +123,7 @@ def test_run_stops_before_the_build_with_the_explanation(tmp_path):
          "--set", "suites=[modules]"],
         capture_output=True, text=True, timeout=1800)
     assert result.returncode == 1, result.stdout[-3000:]
-    (run_dir,) = runs.iterdir()
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
     data = json.loads((run_dir / "results.json").read_text())
     assert data["verdict"] == "fail"
     stages = [s["name"] for s in data["stages"]]

@@ -1,0 +1,84 @@
+"""`harness history` (per test: recent statuses, pass rate, streak, flaky) and
+`harness history rebuild` (the index made again from the run directories)."""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..errors import EXIT_PASS, HarnessError
+from . import history
+
+_MARK = {"pass": "P", "fail": "F", "error": "E", "skip": "s", "xfail": "x", "xpass": "X",
+         "flaky": "~"}
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "history", help="per test: its recent statuses, pass rate, current streak, flaky",
+        description="Reads the runs' index (<runs-dir>/history.sqlite, filled at the end "
+                    "of every run). `rebuild` makes it again from the run directories. A "
+                    "test that both passed and failed on one kernel build (commit + "
+                    ".config) is flaky. Exit codes: 0, 2 bad input.")
+    parser.add_argument("action", nargs="?", choices=["rebuild"],
+                        help="rebuild the index from the run directories")
+    parser.add_argument("--runs-dir", type=Path, default=Path("runs"),
+                        help="where the run directories are (default: ./runs)")
+    parser.add_argument("--db", type=Path, default=None,
+                        help="the index (default: <runs-dir>/history.sqlite)")
+    parser.add_argument("--plan", default=None, help="only runs of this plan")
+    parser.add_argument("--test", default=None, metavar="GLOB",
+                        help="only rows whose name (or 'suite name') matches")
+    parser.add_argument("--last", type=int, default=10, metavar="N",
+                        help="statuses per test, newest first (default 10)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def history_command(args: argparse.Namespace, console: Console) -> int:
+    db = args.db or history.default_path(args.runs_dir)
+    try:
+        if args.action == "rebuild":
+            start = time.monotonic()
+            count, skipped = history.rebuild(db, args.runs_dir)
+            for line in skipped:
+                console.print(f"skipped {escape(line)}", soft_wrap=True)
+            console.print(f"indexed {count} run(s) from {escape(str(args.runs_dir))} into "
+                          f"{escape(str(db))} ({time.monotonic() - start:.2f} s)")
+            return EXIT_PASS
+        if args.last < 1:
+            raise HarnessError("--last: at least 1", 2)
+        found = history.tests(db, args.plan, args.test, args.last)
+    except HarnessError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        return exc.exit_code
+    if args.test and not found:
+        console.print(f"[bold red]error:[/] --test {escape(args.test)}: no row of the "
+                      f"indexed runs matches", soft_wrap=True)
+        return 2
+    if args.json:
+        print(json.dumps([asdict(t) for t in found], indent=1))
+        return EXIT_PASS
+    _print(found, console)
+    return EXIT_PASS
+
+
+def _print(found: list[history.TestHistory], console: Console) -> None:
+    table = Table(title="history (newest first: P pass, F fail, E error, s skip, x xfail, "
+                        "X xpass)", show_edge=False)
+    for column in ("suite", "test", "provider", "node", "recent", "pass rate", "streak", ""):
+        table.add_column(column)
+    for t in found:
+        rate = "-" if t.pass_rate is None else f"{t.pass_rate:.0%}"
+        status, count = t.streak
+        table.add_row(escape(t.suite), escape(t.name), escape(t.provider), escape(t.node),
+                      "".join(_MARK.get(s, "?") for s in t.statuses), rate,
+                      f"{status} x{count}", "[yellow]flaky" if t.flaky else "")
+    console.print(table)
+    flaky = sum(t.flaky for t in found)
+    console.print(f"{len(found)} test(s)" + (f", {flaky} flaky" if flaky else ""))
