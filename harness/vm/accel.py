@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,22 @@ def _boot_id() -> str:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return "unknown"
+
+
+def _qemu_identity() -> str:
+    """The QEMU binary as installed (path, size, mtime): an upgrade probes again."""
+    path = shutil.which(QEMU)
+    if path is None:
+        return "missing"
+    info = os.stat(path)
+    return f"{path}:{info.st_size}:{info.st_mtime_ns}"
+
+
+def memo_path(cache: Cache) -> Path:
+    """Where the probe's verdict is kept: whether KVM works is a property of
+    this host boot and of QEMU, not of the kernel under test, so one probe
+    serves every kernel (a bisect builds many)."""
+    return cache.root / "accel" / f"{digest(_boot_id(), _qemu_identity())}.json"
 
 
 def probe_kvm(bzimage: Path, workdir: Path, timeout: float) -> tuple[bool, str]:
@@ -63,8 +80,7 @@ def choose(requested: str, bzimage: Path, cache: Cache, workdir: Path,
             raise BootError("vm.accel=kvm but /dev/kvm is missing or not accessible "
                             "(add yourself to the kvm group, or use vm.accel=auto)", EXIT_INFRA)
         return AccelChoice("tcg", "/dev/kvm is missing or not accessible")
-    # a host's KVM does not change until it reboots: remember the verdict
-    memo = cache.root / "accel" / f"{digest(_boot_id(), str(bzimage))}.json"
+    memo = memo_path(cache)
     if memo.exists():
         known = json.loads(memo.read_text())
     else:
