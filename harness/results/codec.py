@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import types
 import typing
 from typing import Any
@@ -45,22 +46,29 @@ def to_plain(value: Any) -> Any:
 _MISSING = object()
 
 
+@functools.cache
+def _fields(cls: type) -> tuple[tuple[str, Any, bool], ...]:
+    # resolving the annotations is most of the cost of a load: once per class
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, hints[f.name], bool(f.metadata.get("none_as_empty")))
+                 for f in dataclasses.fields(cls))
+
+
 def from_plain(cls: type, data: Any) -> Any:
     """An instance of dataclass `cls` from `data` (a dict from results.json)."""
     if not isinstance(data, dict):
         raise TypeError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
     kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in data:
+    for name, hint, empty_is_none in _fields(cls):
+        if name not in data:
             continue
-        raw = data[f.name]
-        if raw == {} and f.metadata.get("none_as_empty"):
-            kwargs[f.name] = None
+        raw = data[name]
+        if empty_is_none and raw == {}:
+            kwargs[name] = None
             continue
-        value = _convert(hints[f.name], raw)
+        value = _convert(hint, raw)
         if value is not _MISSING:
-            kwargs[f.name] = value
+            kwargs[name] = value
     return cls(**kwargs)
 
 

@@ -104,29 +104,29 @@ def build_of(run: RunResult) -> str:
 
 
 def index_run(conn: sqlite3.Connection, run: RunResult, run_dir: Path | None) -> None:
-    """Add (or replace) one run and its rows, crashes and warnings."""
+    """Add (or replace) one run and its rows, crashes and warnings, in the
+    caller's transaction."""
     kernel = run.kernel
-    with conn:
-        for table in ("runs", "rows", "crashes", "warnings"):
-            conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run.run_id,))
-        conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
-            run.run_id, run.plan, kernel.source, kernel.commit,
-            kernel.series_top or kernel.commit, json.dumps([p.commit for p in run.patches]),
-            kernel.config_hash, build_of(run), kernel.release, kernel.accel, run.verdict,
-            run.exit_code, run.started, _seconds(run), str(run_dir) if run_dir else None))
-        conn.executemany("INSERT INTO rows VALUES (?,?,?,?,?,?,?,?)", [
-            (run.run_id, t.suite, t.name, t.provider, t.node, t.status, t.seconds,
-             json.dumps(t.metrics) if t.metrics else None) for t in run.tests])
-        conn.executemany("INSERT INTO crashes VALUES (?,?,?,?,?,?,?)", [
-            (run.run_id, c.node, c.kind, c.title, c.signature, c.test, c.waived)
-            for c in run.crashes])
-        conn.executemany("INSERT INTO warnings VALUES (?,?,?,?)", [
-            (run.run_id, w.kind, w.test, w.message) for w in run.warnings])
+    for table in ("runs", "rows", "crashes", "warnings"):
+        conn.execute(f"DELETE FROM {table} WHERE run_id = ?", (run.run_id,))
+    conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", (
+        run.run_id, run.plan, kernel.source, kernel.commit,
+        kernel.series_top or kernel.commit, json.dumps([p.commit for p in run.patches]),
+        kernel.config_hash, build_of(run), kernel.release, kernel.accel, run.verdict,
+        run.exit_code, run.started, _seconds(run), str(run_dir) if run_dir else None))
+    conn.executemany("INSERT INTO rows VALUES (?,?,?,?,?,?,?,?)", [
+        (run.run_id, t.suite, t.name, t.provider, t.node, t.status, t.seconds,
+         json.dumps(t.metrics) if t.metrics else None) for t in run.tests])
+    conn.executemany("INSERT INTO crashes VALUES (?,?,?,?,?,?,?)", [
+        (run.run_id, c.node, c.kind, c.title, c.signature, c.test, c.waived)
+        for c in run.crashes])
+    conn.executemany("INSERT INTO warnings VALUES (?,?,?,?)", [
+        (run.run_id, w.kind, w.test, w.message) for w in run.warnings])
 
 
 def record(db: Path, run: RunResult, run_dir: Path) -> None:
     """Index a finished run (the end of every `harness run`)."""
-    with connect(db) as conn:
+    with connect(db) as conn, conn:
         index_run(conn, run, run_dir)
 
 
@@ -138,7 +138,7 @@ def rebuild(db: Path, runs_dir: Path) -> tuple[int, list[str]]:
     fresh = Path(db).with_name(Path(db).name + ".new")
     fresh.unlink(missing_ok=True)
     count, skipped = 0, []
-    with connect(fresh) as conn:
+    with connect(fresh) as conn, conn:          # one transaction for them all
         for path in sorted(Path(runs_dir).glob("*/results.json")):
             try:
                 run = RunResult.load(path)
