@@ -84,8 +84,10 @@ class PerfSpec:
     # metrics, a run id (runs/<id>), or "none" for no comparison
     baseline: str = ""
     # flag a throughput drop / latency rise larger than this (percent); a
-    # warning, never a failure: TCG numbers are noisy
+    # warning unless fail_on_regression (TCG numbers are noisy)
     threshold_percent: int = 30
+    # a flagged drop fails the run (exit 1) instead of warning
+    fail_on_regression: bool = False
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ outlives the run."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import secrets
 import signal
@@ -137,12 +138,15 @@ def _finish(state: Run) -> None:
             hang_line = node.console.read_bytes()[:node.hang.console_offset].count(b"\n") + 1
         result.crashes += node_crashes(node.name, node.console_text(), attribution,
                                        node.hang, hang_line)
-    verdict = decide(result.error, result.exit_code, result.tests, result.crashes,
-                     result.patches)
-    result.verdict, result.exit_code, result.error = (verdict.verdict, verdict.exit_code,
-                                                      verdict.error)
     result.perf, result.warnings = baseline.compare_run(
         result, state.run_dir.parent, plan.perf.baseline, plan.perf.threshold_percent)
+    drops = result.warnings if plan.perf.fail_on_regression else []
+    if result.perf is not None and plan.perf.fail_on_regression:
+        result.perf = dataclasses.replace(result.perf, fails_run=True)
+    verdict = decide(result.error, result.exit_code, result.tests, result.crashes,
+                     result.patches, drops)
+    result.verdict, result.exit_code, result.error = (verdict.verdict, verdict.exit_code,
+                                                      verdict.error)
     result.warnings += expectations.unexpected_passes(result.tests)
     result.finished = datetime.datetime.now().isoformat(timespec="seconds")
     write_json(result, state.run_dir / "results.json")

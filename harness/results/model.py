@@ -199,6 +199,7 @@ class PerfComparison:
     chosen_by: str | None = field(default=None, metadata=OMIT)
     compared: int | None = field(default=None, metadata=OMIT)
     flagged: int | None = field(default=None, metadata=OMIT)
+    fails_run: bool | None = field(default=None, metadata=OMIT)   # perf.fail_on_regression
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,11 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
         console.print(f"known failure no longer expected: {escape(lifted.suite)} "
                       f"{escape(lifted.test)} on {escape(lifted.provider)} "
                       f"({escape(lifted.lifted or '')})", soft_wrap=True)
+    failing = bool(result.perf and result.perf.fails_run)
     for warning in result.warnings:      # perf drops, unexpected passes: not the verdict
-        console.print(f"[yellow]warning[/] {escape(warning.message)}", soft_wrap=True)
+        label = ("[bold red]perf regression[/]" if failing and warning.kind == "perf-drop"
+                 else "[yellow]warning[/]")
+        console.print(f"{label} {escape(warning.message)}", soft_wrap=True)
     counts = {s: sum(1 for t in result.tests if t.status == s) for s in _STYLE}
     kernel = result.kernel
     console.print(

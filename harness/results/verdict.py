@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS
-from .model import CrashRecord, PatchResult, TestRecord
+from .model import CrashRecord, PatchResult, TestRecord, WarningRecord
 
 FAILED_STATUSES = ("fail", "error")
 
@@ -22,9 +22,11 @@ class Verdict:
 
 
 def decide(error: str | None, exit_code: int, tests: list[TestRecord],
-           crashes: list[CrashRecord], patches: list[PatchResult]) -> Verdict:
+           crashes: list[CrashRecord], patches: list[PatchResult],
+           perf_regressions: list[WarningRecord] = ()) -> Verdict:
     """`error`/`exit_code`: how the pipeline stopped (None/0 when it ran to
-    the end)."""
+    the end); `perf_regressions`: the perf drops that count (the plan's
+    perf.fail_on_regression), else none."""
     crashed = [c for c in crashes if c.counts]
     if error and exit_code == EXIT_INFRA and crashed:
         first = crashed[0]
@@ -35,6 +37,6 @@ def decide(error: str | None, exit_code: int, tests: list[TestRecord],
         return Verdict("fail" if exit_code == EXIT_FAIL else "error", exit_code, error)
     failed = [t for t in tests if t.status in FAILED_STATUSES]
     unbuildable = [p for p in patches if p.builds is False]
-    if failed or crashed or unbuildable:
+    if failed or crashed or unbuildable or perf_regressions:
         return Verdict("fail", EXIT_FAIL, None)
     return Verdict("pass", EXIT_PASS, None)

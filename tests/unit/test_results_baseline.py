@@ -178,3 +178,22 @@ def test_odd_earlier_results_never_break_the_comparison():
            run("c", "2026-11-30T01:00:00", [row(BW, throughput_mbit_s=True)])]
     odd = [RunResult.from_dict(r) if isinstance(r, dict) else r for r in odd]
     assert baseline.summarize(current, odd, "", 30)[0].baseline_run is None
+
+
+def test_a_drop_that_fails_the_run_is_shown_as_a_regression(tmp_path):
+    from dataclasses import replace
+
+    path = tmp_path / "plan.yaml"
+    path.write_text("name: x\n")
+    assert plan_mod.load(path).perf.fail_on_regression is False
+    assert plan_mod.load(path, ["perf.fail_on_regression=true"]).perf.fail_on_regression
+    first = result("20261130-010000-quickstart-aaaa", "2026-11-30T01:00:00", 8.0, 1000.0)
+    write_json(first, tmp_path / first.run_id / "results.json")
+    now = result("20261130-030000-quickstart-bbbb", "2026-11-30T03:00:00", 4.0, 1000.0)
+    section, now.warnings = baseline.compare_run(now, tmp_path)
+    now.perf = replace(section, fails_run=True)
+    out = io.StringIO()
+    print_summary(now, Console(file=out, width=300, highlight=False), str(tmp_path))
+    assert "perf regression perf: test_rdma[ib_write_bw] throughput_mbit_s 4 is 50% lower" \
+        in out.getvalue()
+    assert RunResult.from_dict(now.to_dict()).perf.fails_run is True

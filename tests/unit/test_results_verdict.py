@@ -4,7 +4,7 @@ code and the error line the user reads."""
 import pytest
 
 from harness.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA
-from harness.results.model import CrashRecord, PatchResult
+from harness.results.model import CrashRecord, PatchResult, WarningRecord
 from harness.results.model import TestRecord as Record
 from harness.results.verdict import decide
 
@@ -23,6 +23,8 @@ def patch(builds) -> PatchResult:
 
 
 STOPPED = "test: node1: QEMU exited (code 1) during the tests"
+DROP = WarningRecord(kind="perf-drop", message="perf: test_rdma[ib_write_bw] 35% lower",
+                     test="test_rdma[ib_write_bw]", metric="throughput_mbit_s")
 
 TABLE = [
     # name, (error, exit), tests, crashes, patches -> (verdict, exit, error starts with)
@@ -53,14 +55,18 @@ TABLE = [
      [crash(waived="known")], [], ("error", 3, STOPPED)),
     ("bad input is never turned into a kernel failure", ("plan: x", EXIT_BAD_INPUT), [],
      [crash()], [], ("error", 2, "plan: x")),
+    ("a perf drop that counts (perf.fail_on_regression)", (None, 3), ["pass"], [], [],
+     ("fail", 1, None), [DROP]),
+    ("a perf drop is otherwise a warning", (None, 3), ["pass"], [], [], ("pass", 0, None), []),
 ]
 
 
-@pytest.mark.parametrize("stopped, tests, crashes, patches, expected",
-                         [t[1:] for t in TABLE], ids=[t[0] for t in TABLE])
-def test_verdict(stopped, tests, crashes, patches, expected):
+@pytest.mark.parametrize("stopped, tests, crashes, patches, expected, drops",
+                         [(*t[1:], *(() if len(t) > 6 else ([],))) for t in TABLE],
+                         ids=[t[0] for t in TABLE])
+def test_verdict(stopped, tests, crashes, patches, expected, drops):
     error, exit_code = stopped
-    got = decide(error, exit_code, [row(s) for s in tests], crashes, patches)
+    got = decide(error, exit_code, [row(s) for s in tests], crashes, patches, drops)
     verdict, code, message = expected
     assert (got.verdict, got.exit_code) == (verdict, code)
     if message is None:
