@@ -5,7 +5,7 @@ the same runs directory that has perf metrics, or the run the plan names
 (`perf.baseline: <run-id>`; `none` turns the comparison off). Only large
 relative drops are flagged: a throughput_* metric lower, or a latency_* metric
 higher, than the baseline's by more than the threshold (percent). A flagged
-drop is a warning, never a failed verdict: TCG numbers are noisy.
+drop is a warning (a failed verdict only with perf.fail_on_regression): TCG numbers are noisy.
 
 Everything but `load_runs`, `check_choice` and `compare_run` reads no file.
 Earlier runs are read with `RunResult.load`, which drops what it cannot trust
