@@ -66,8 +66,14 @@ def first_errors(text: str, limit: int = 15) -> str:
     return "\n".join(lines[-limit:])
 
 
+# the kernel's reproducible-build knobs: the same source and .config give the
+# same bzImage, so a bisect can tell a patch that changed nothing it built
+REPRODUCIBLE = ("KBUILD_BUILD_TIMESTAMP=@0", "KBUILD_BUILD_USER=harness",
+                "KBUILD_BUILD_HOST=harness", "KBUILD_BUILD_VERSION=1")
+
+
 def _make_argv(objdir: Path, jobs: int, use_ccache: bool) -> list[str]:
-    argv = ["make", f"O={objdir}", f"-j{jobs}"]
+    argv = ["make", f"O={objdir}", f"-j{jobs}", *REPRODUCIBLE]
     if use_ccache:
         argv.append("CC=ccache gcc")
     return argv

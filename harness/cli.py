@@ -13,6 +13,7 @@ from rich.markup import escape
 from . import plan as plan_mod
 from .errors import EXIT_BAD_INPUT, HarnessError
 from .progress import make_console
+from .bisect import cli as bisect_cli
 from .results import history_cli
 
 
@@ -31,6 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_series(sub)
     _add_config(sub)
     history_cli.add_parser(sub)
+    bisect_cli.add_parser(sub)
     return parser
 
 
@@ -114,6 +116,8 @@ def main(argv: list[str] | None = None) -> int:
         return config_command(args, console)
     if args.command == "history":
         return history_cli.history_command(args, console)
+    if args.command == "bisect":
+        return bisect_cli.bisect_command(args, console)
     from .cache import Cache
     from .runner import run
     try:
