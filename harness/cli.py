@@ -29,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="check this host: QEMU, KVM, mmdebstrap, compiler, disk")
     _add_series(sub)
     _add_config(sub)
+    from .results.compare_cli import add_parser as add_compare
+    add_compare(sub)
     return parser
 
 
@@ -107,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "config":
         from .kconfig.cli import config_command
         return config_command(args, console)
+    if args.command == "compare":
+        from .results.compare_cli import compare_command
+        return compare_command(args, console)
     from .cache import Cache
     from .runner import run
     try:
