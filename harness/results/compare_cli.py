@@ -101,9 +101,11 @@ def _select(args: argparse.Namespace):
     runs_dir = args.runs_dir
     if runs_dir is None:
         given = Path(args.run) if args.run else None
+        an_id = given is not None and not given.is_absolute() and \
+            (DEFAULT_RUNS_DIR / given).is_dir()
         # a run directory given by path brings its siblings as the candidates
-        runs_dir = (given.resolve().parent if given and given.is_dir()
-                    and not (DEFAULT_RUNS_DIR / args.run).is_dir() else DEFAULT_RUNS_DIR)
+        runs_dir = (given.resolve().parent if given and not an_id and given.is_dir()
+                    else DEFAULT_RUNS_DIR)
     if args.run:
         current_dir = _resolve(args.run, runs_dir)
         current = _load(current_dir)
