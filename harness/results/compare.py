@@ -70,6 +70,7 @@ class Comparison:
     current: str                    # run ids
     baseline: str
     plan: str
+    baseline_plan: str
     verdict_before: str
     verdict_now: str
     threshold_percent: float
@@ -215,8 +216,8 @@ def compare(current: RunResult, baseline: RunResult, *,
     """What changed from `baseline` to `current`. `flaky`: rows known to both
     pass and fail on one build (history.flaky_rows): their new failures are
     listed apart and do not make the comparison regressed."""
-    out = Comparison(current.run_id, baseline.run_id, current.plan, baseline.verdict,
-                     current.verdict, threshold_percent)
+    out = Comparison(current.run_id, baseline.run_id, current.plan, baseline.plan,
+                     baseline.verdict, current.verdict, threshold_percent)
     _compare_rows(out, current, baseline, flaky)
     now, before = _crashes(current), _crashes(baseline)
     out.new_crashes = [c for k, c in now.items() if k not in before]

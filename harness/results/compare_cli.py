@@ -184,9 +184,9 @@ def _rows(title: str, rows: list[RowChange], console: Console, limit: bool = Fal
 
 
 def print_comparison(c: Comparison, console: Console) -> None:
-    console.print(f"[bold]compare[/] {escape(c.current)} ({escape(c.verdict_now)}) "
-                  f"[bold]against[/] {escape(c.baseline)} ({escape(c.verdict_before)})",
-                  soft_wrap=True)
+    console.print(f"[bold]compare[/] {escape(c.current)} (plan {escape(c.plan)}, "
+                  f"{escape(c.verdict_now)}) [bold]against[/] {escape(c.baseline)} (plan "
+                  f"{escape(c.baseline_plan)}, {escape(c.verdict_before)})", soft_wrap=True)
     _rows("[bold red]new failures[/]", c.new_failures, console)
     _rows("new failures of flaky rows (not counted)", c.flaky, console)
     _rows("[green]fixed[/]", c.fixed, console)
