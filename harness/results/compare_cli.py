@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, PlanError
+from ..errors import EXIT_FAIL, EXIT_PASS, PlanError
 from . import history
 from .baseline import DEFAULT_THRESHOLD_PERCENT
 from .codec import to_plain
@@ -125,9 +125,10 @@ def _select(args: argparse.Namespace):
                    if r.plan == current.plan and r.kernel.source == current.kernel.source
                    and r.run_id != current.run_id and _when(r) < _when(current)]
         if not earlier:
+            origin = current.kernel.source or "an unknown tree"
             raise PlanError(
-                f"no earlier run of plan {current.plan!r} from {current.kernel.source or 'an unknown tree'} "
-                f"in {runs_dir} to compare {current.run_id} with (name one with --against)")
+                f"no earlier run of plan {current.plan!r} from {origin} in {runs_dir} to "
+                f"compare {current.run_id} with (name one with --against)")
         base_dir, base = max(earlier, key=lambda r: _when(r[1]))
     if base_dir.resolve() == current_dir.resolve() or base.run_id == current.run_id:
         raise PlanError(f"run {current.run_id} compared with itself (give another "

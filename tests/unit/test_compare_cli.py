@@ -71,6 +71,7 @@ def test_default_compares_the_newest_run_with_the_latest_earlier_of_plan_and_ori
 
 def test_a_named_run_is_compared_with_the_run_before_it(runs, capsys):
     code, out = compared(capsys, "20261201-110000-full-0002")
+    assert code == EXIT_PASS
     assert out["baseline"] == "20261201-100000-full-0001"
 
 
@@ -78,6 +79,7 @@ def test_the_other_origins_run_has_its_own_baseline(runs, capsys):
     add_run(runs, "20261201-090000-full-0000", "2026-12-01T09:00:00",
             origin="git /src/linux (HEAD)")
     code, out = compared(capsys, "20261201-114000-full-0004")
+    assert code == EXIT_PASS
     assert out["baseline"] == "20261201-090000-full-0000"
 
 
@@ -86,6 +88,7 @@ def test_runs_started_at_one_time_are_ordered_by_run_id(tmp_path, capsys):
     add_run(runs, "20261201-100000-full-aaaa", "2026-12-01T10:00:00")
     add_run(runs, "20261201-100000-full-bbbb", "2026-12-01T10:00:00")
     code, out = compared(capsys)
+    assert code == EXIT_PASS
     assert (out["current"], out["baseline"]) == ("20261201-100000-full-bbbb",
                                                  "20261201-100000-full-aaaa")
 
@@ -149,6 +152,7 @@ def test_the_run_directories_config_files_are_compared(runs, capsys):
     # the kconfig stage's copy when the build did not finish
     (runs / "20261201-120000-full-0005" / "config").write_text("# CONFIG_KASAN is not set\n")
     code, out = compared(capsys)
+    assert code == EXIT_PASS
     assert out["kconfig_from"] == ".config"
     assert out["kconfig"] == [{"symbol": "KASAN", "old": "y", "new": "n"}]
 
@@ -159,6 +163,7 @@ def test_a_run_directory_given_by_path_finds_its_baseline_beside_it(runs, capsys
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)          # no ./runs here
     code, out = compared(capsys, str(runs / "20261201-120000-full-0005"))
+    assert code == EXIT_PASS
     assert out["baseline"] == "20261201-110000-full-0002"
 
 
