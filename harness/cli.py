@@ -14,7 +14,7 @@ from . import plan as plan_mod
 from .errors import EXIT_BAD_INPUT, HarnessError
 from .progress import make_console
 from .bisect import cli as bisect_cli
-from .results import history_cli
+from .results import compare_cli, history_cli
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -33,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_config(sub)
     history_cli.add_parser(sub)
     bisect_cli.add_parser(sub)
+    compare_cli.add_parser(sub)
     return parser
 
 
@@ -118,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         return history_cli.history_command(args, console)
     if args.command == "bisect":
         return bisect_cli.bisect_command(args, console)
+    if args.command == "compare":
+        return compare_cli.compare_command(args, console)
     from .cache import Cache
     from .runner import run
     try:

@@ -1,0 +1,238 @@
+"""`harness compare`: which two runs to compare, and the comparison as tables
+or JSON. The comparison itself is compare.py's; this module finds runs on disk
+and prints."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..errors import EXIT_FAIL, EXIT_PASS, PlanError
+from . import history
+from .baseline import DEFAULT_THRESHOLD_PERCENT
+from .codec import to_plain
+from .compare import Comparison, RowChange, compare
+from .model import RunResult
+
+DEFAULT_RUNS_DIR = Path("runs")
+LIST_LIMIT = 25          # rows per long table (appeared, disappeared, kconfig); --json has all
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "compare", help="what changed between two runs: new failures, fixes, crashes, "
+                        "perf drops, .config and kernel/series differences",
+        description="RUN: a run id in the runs directory or a run directory (default: the "
+                    "newest run). --against: the same (default: the newest earlier run of "
+                    "the same plan and the same kernel tree origin). Exit codes: 0 nothing "
+                    "regressed, 1 something did, 2 bad input.")
+    parser.add_argument("run", nargs="?", metavar="RUN")
+    parser.add_argument("--against", default=None, metavar="RUN",
+                        help="the baseline run (id or directory)")
+    parser.add_argument("--runs-dir", type=Path, default=None,
+                        help="where runs are (default: ./runs, or the parent of a RUN "
+                             "given as a directory)")
+    parser.add_argument("--history", type=Path, default=None, metavar="FILE",
+                        help="history database for flaky rows (default: "
+                             f"<runs-dir>/{history.DEFAULT_NAME})")
+    parser.add_argument("--json", action="store_true",
+                        help="print the comparison as JSON instead of tables")
+    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PERCENT,
+                        metavar="PCT", help="perf drop threshold in percent (default "
+                                            f"{DEFAULT_THRESHOLD_PERCENT})")
+
+
+def compare_command(args: argparse.Namespace, console: Console) -> int:
+    try:
+        current_dir, current, base_dir, base, flaky = _select(args)
+    except PlanError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        return exc.exit_code
+    result = compare(current, base, flaky=flaky, threshold_percent=args.threshold,
+                     current_config=_config(current_dir), baseline_config=_config(base_dir))
+    if args.json:
+        print(json.dumps(to_plain(result), indent=1))
+    else:
+        print_comparison(result, console)
+    return EXIT_FAIL if result.regressed else EXIT_PASS
+
+
+# --- which runs ----------------------------------------------------------------
+
+def _when(run: RunResult) -> tuple[str, str]:
+    # ISO timestamps sort as text; the run id starts with the same stamp
+    return (run.started or run.run_id, run.run_id)
+
+
+def _load(run_dir: Path) -> RunResult:
+    path = run_dir / "results.json"
+    if not path.is_file():
+        raise PlanError(f"{run_dir}: no results.json (not a run directory, or the run "
+                        "has not finished)")
+    try:
+        return RunResult.load(path)
+    except (OSError, ValueError, TypeError) as exc:
+        raise PlanError(f"{path}: not readable as a results.json ({exc})") from None
+
+
+def _resolve(ref: str, runs_dir: Path) -> Path:
+    """A run id in runs_dir, or a path to a run directory."""
+    for candidate in (runs_dir / ref, Path(ref)):
+        if candidate.is_dir():
+            return candidate
+    raise PlanError(f"unknown run {ref!r}: neither a run id in {runs_dir} nor a directory")
+
+
+def _all_runs(runs_dir: Path) -> list[tuple[Path, RunResult]]:
+    runs = []
+    for path in sorted(runs_dir.glob("*/results.json")):
+        try:
+            runs.append((path.parent, RunResult.load(path)))
+        except (OSError, ValueError, TypeError):
+            continue        # a run being written, or damaged: never chosen by default
+    return runs
+
+
+def _select(args: argparse.Namespace):
+    runs_dir = args.runs_dir
+    if runs_dir is None:
+        given = Path(args.run) if args.run else None
+        an_id = given is not None and not given.is_absolute() and \
+            (DEFAULT_RUNS_DIR / given).is_dir()
+        # a run directory given by path brings its siblings as the candidates
+        runs_dir = (given.resolve().parent if given and not an_id and given.is_dir()
+                    else DEFAULT_RUNS_DIR)
+    if args.run:
+        current_dir = _resolve(args.run, runs_dir)
+        current = _load(current_dir)
+    else:
+        if not runs_dir.is_dir():
+            raise PlanError(f"runs directory {runs_dir} does not exist (give --runs-dir "
+                            "or a RUN)")
+        runs = _all_runs(runs_dir)
+        if not runs:
+            raise PlanError(f"no runs with a results.json in {runs_dir}")
+        current_dir, current = max(runs, key=lambda r: _when(r[1]))
+    if args.against:
+        base_dir = _resolve(args.against, runs_dir)
+        base = _load(base_dir)
+    else:
+        earlier = [(d, r) for d, r in (_all_runs(runs_dir) if runs_dir.is_dir() else [])
+                   if r.plan == current.plan and r.kernel.source == current.kernel.source
+                   and r.run_id != current.run_id and _when(r) < _when(current)]
+        if not earlier:
+            origin = current.kernel.source or "an unknown tree"
+            raise PlanError(
+                f"no earlier run of plan {current.plan!r} from {origin} in {runs_dir} to "
+                f"compare {current.run_id} with (name one with --against)")
+        base_dir, base = max(earlier, key=lambda r: _when(r[1]))
+    if base_dir.resolve() == current_dir.resolve() or base.run_id == current.run_id:
+        raise PlanError(f"run {current.run_id} compared with itself (give another "
+                        "--against)")
+    if args.history is not None and not args.history.is_file():
+        raise PlanError(f"--history {args.history}: no such file")
+    if args.threshold < 0:
+        raise PlanError(f"--threshold {args.threshold:g}: must be 0 or more")
+    flaky = history.flaky_rows(args.history or runs_dir / history.DEFAULT_NAME)
+    return current_dir, current, base_dir, base, flaky
+
+
+def _config(run_dir: Path) -> Path | None:
+    # `config` is the kconfig stage's copy, left when the build did not finish
+    for name in (".config", "config"):
+        if (run_dir / name).is_file():
+            return run_dir / name
+    return None
+
+
+# --- printing ------------------------------------------------------------------
+
+def _table(title: str, *columns: str) -> Table:
+    table = Table(title=title, title_justify="left")
+    for column in columns:
+        table.add_column(column)
+    return table
+
+
+def _limited(items: list, console: Console, table: Table, add) -> None:
+    for item in items[:LIST_LIMIT]:
+        add(item)
+    console.print(table)
+    if len(items) > LIST_LIMIT:
+        console.print(f"... and {len(items) - LIST_LIMIT} more (--json lists all)")
+
+
+def _rows(title: str, rows: list[RowChange], console: Console, limit: bool = False) -> None:
+    if not rows:
+        return
+    table = _table(f"{title} ({len(rows)})", "suite", "test", "provider", "node", "status",
+                   "message")
+
+    def add(r: RowChange) -> None:
+        status = f"{r.before or '-'} -> {r.now or '-'}"
+        table.add_row(escape(r.suite), escape(r.name), escape(r.provider), escape(r.node),
+                      escape(status), escape(r.message[:160]))
+    if limit:
+        _limited(rows, console, table, add)
+    else:
+        for r in rows:
+            add(r)
+        console.print(table)
+
+
+def print_comparison(c: Comparison, console: Console) -> None:
+    console.print(f"[bold]compare[/] {escape(c.current)} (plan {escape(c.plan)}, "
+                  f"{escape(c.verdict_now)}) [bold]against[/] {escape(c.baseline)} (plan "
+                  f"{escape(c.baseline_plan)}, {escape(c.verdict_before)})", soft_wrap=True)
+    _rows("[bold red]new failures[/]", c.new_failures, console)
+    _rows("new failures of flaky rows (not counted)", c.flaky, console)
+    _rows("[green]fixed[/]", c.fixed, console)
+    crashes = [("new", x) for x in c.new_crashes] + [("vanished", x) for x in c.vanished_crashes]
+    if crashes:
+        table = _table(f"crash signatures ({len(crashes)})", "", "kind", "title", "signature",
+                       "nodes", "tests", "note")
+        for what, x in crashes:
+            note = (f"waived: {x.waived}" if x.waived else
+                    "infrastructure" if x.infrastructure else "")
+            style = "bold red" if what == "new" and x.counts else "green" if what != "new" else ""
+            table.add_row(f"[{style}]{what}[/]" if style else what, escape(x.kind),
+                          escape(x.title), escape(x.signature), escape(", ".join(x.nodes)),
+                          escape(", ".join(x.tests)), escape(note))
+        console.print(table)
+    if c.perf_drops:
+        table = _table(f"[bold red]perf worse than {c.threshold_percent:g}%[/] "
+                       f"({len(c.perf_drops)} of {c.perf_compared} metrics)",
+                       "test", "metric", "baseline", "now", "change")
+        for w in c.perf_drops:
+            table.add_row(escape(w.test or ""), escape(w.metric or ""), f"{w.baseline:g}",
+                          f"{w.value:g}", f"{w.change_percent:+.1f}%")
+        console.print(table)
+    _rows("appeared", c.appeared, console, limit=True)
+    _rows("disappeared", c.disappeared, console, limit=True)
+    _rows("other status changes", c.other_changes, console, limit=True)
+    if c.kconfig:
+        table = _table(f"kconfig ({len(c.kconfig)} symbol(s), from {c.kconfig_from})",
+                       "symbol", "baseline", "now")
+        _limited(c.kconfig, console, table, lambda k: table.add_row(
+            escape(f"CONFIG_{k.symbol}"), escape(k.old), escape(k.new)))
+    if c.kernel:
+        table = _table("kernel", "", "baseline", "now")
+        for k in c.kernel:
+            table.add_row(k.field, escape(k.before), escape(k.now))
+        console.print(table)
+    if c.series:
+        table = _table("series", "series", "patch", "change", "baseline", "now")
+        for p in c.series:
+            table.add_row(escape(p.series), escape(p.subject), p.change, p.before[:12],
+                          p.now[:12])
+        console.print(table)
+    if c.regressed:
+        console.print(f"[bold red]regressed:[/] {escape('; '.join(c.reasons))}")
+    else:
+        console.print(f"[green]no regressions[/] ({len(c.fixed)} fixed, "
+                      f"{len(c.flaky)} flaky, {len(c.appeared)} appeared, "
+                      f"{len(c.disappeared)} disappeared)")
