@@ -78,8 +78,9 @@ def bisect_command(args: argparse.Namespace, console: Console) -> int:
     outcome = search.run(state, oracle, save)
     report = _report(state, outcome, rng, target, Cache(args.cache_dir))
     write_atomic(state_file, json.dumps(report, indent=1))
-    console.print(escape(report["message"]), soft_wrap=True)
-    if report.get("first_bad"):
+    if not report.get("first_bad"):
+        console.print(escape(report["message"]), soft_wrap=True)
+    else:
         first = report["first_bad"]
         console.print(escape(f"first bad: {rng.labels[first['position']]} "
                              f"{first.get('commit', '')[:12]} \"{first['subject']}\" "

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..errors import EXIT_FAIL, EXIT_PASS, PlanError
+from ..errors import EXIT_FAIL, EXIT_PASS, HarnessError, PlanError
 from . import history
 from .baseline import DEFAULT_THRESHOLD_PERCENT
 from .codec import to_plain
@@ -49,7 +49,7 @@ def add_parser(sub) -> None:
 def compare_command(args: argparse.Namespace, console: Console) -> int:
     try:
         current_dir, current, base_dir, base, flaky = _select(args)
-    except PlanError as exc:
+    except HarnessError as exc:       # bad input, or an unreadable history
         console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         return exc.exit_code
     result = compare(current, base, flaky=flaky, threshold_percent=args.threshold,
