@@ -14,6 +14,7 @@ from . import plan as plan_mod
 from .errors import EXIT_BAD_INPUT, HarnessError
 from .progress import make_console
 from .bisect import cli as bisect_cli
+from .bisect import reproduce
 from .results import compare_cli, history_cli
 
 
@@ -34,6 +35,7 @@ def _parser() -> argparse.ArgumentParser:
     history_cli.add_parser(sub)
     bisect_cli.add_parser(sub)
     compare_cli.add_parser(sub)
+    reproduce.add_parser(sub)
     return parser
 
 
@@ -121,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         return bisect_cli.bisect_command(args, console)
     if args.command == "compare":
         return compare_cli.compare_command(args, console)
+    if args.command == "reproduce":
+        return reproduce.reproduce_command(args, console)
     from .cache import Cache
     from .runner import run
     try:

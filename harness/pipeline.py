@@ -20,6 +20,7 @@ from .cache import Cache, digest
 from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, SuiteError
 from .plan import Plan, waiver_for
 from .progress import Progress
+from .results import reproducer
 from .results.model import (ConfigChange, KconfigResult, NodeRecord, PatchResult, RunResult,
                             SeriesResult, StageRecord)
 from .series import check as patchcheck
@@ -162,6 +163,8 @@ def _series(run: Run, tree: source.SourceTree, objdir: Path) -> source.SourceTre
     work = (run.run_dir or logs) / "series"
     work.mkdir(exist_ok=True)
     specs = [series.load(ref, work, logs / "series.log") for ref in plan.series]
+    if run.run_dir is not None:
+        reproducer.save_series(run.run_dir, specs)
     run.result.series = [SeriesResult(s.name, s.origin, s.base, s.upstream) for s in specs]
     checker = None
     if plan.per_patch:

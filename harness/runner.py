@@ -10,6 +10,7 @@ import dataclasses
 import datetime
 import secrets
 import signal
+import subprocess
 import tempfile
 import traceback
 from pathlib import Path
@@ -23,7 +24,7 @@ from .errors import EXIT_INFRA, HarnessError, PlanError
 from .pipeline import Interrupted, Run, Stages
 from .plan import Plan, waiver_for
 from .progress import Progress
-from .results import baseline, history
+from .results import baseline, history, reproducer
 from .results.crashes import Attribution, node_crashes
 from .results.model import RunResult
 from .results.summary import print_summary
@@ -151,6 +152,8 @@ def _finish(state: Run) -> None:
     result.finished = datetime.datetime.now().isoformat(timespec="seconds")
     write_json(result, state.run_dir / "results.json")
     write_junit(result, state.run_dir / "junit.xml")
+    with contextlib.suppress(OSError, subprocess.SubprocessError):   # never costs results
+        reproducer.save(state.run_dir, result, plan.image)
     print_summary(result, state.progress.console, str(state.run_dir))
 
 

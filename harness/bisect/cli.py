@@ -17,10 +17,11 @@ from rich.markup import escape
 
 from .. import plan as plan_mod
 from ..cache import Cache, digest, write_atomic
-from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS, HarnessError, PlanError
+from ..errors import (EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError,
+                      PlanError)
 from ..results.model import RunResult
 from . import search
-from .steps import GitRange, SeriesRange, Target, make_oracle
+from .steps import GitRange, SeriesRange, Target, make_oracle, target_of
 
 STATE = "bisect.json"
 
@@ -75,7 +76,12 @@ def bisect_command(args: argparse.Namespace, console: Console) -> int:
     def save(current: search.State) -> None:
         write_atomic(state_file, json.dumps(_report(current, None, rng, target), indent=1))
 
-    outcome = search.run(state, oracle, save)
+    try:
+        outcome = search.run(state, oracle, save)
+    except KeyboardInterrupt:
+        console.print(f"interrupted: {len(state.steps)} step(s) kept in "
+                      f"{escape(str(state_file))}; the same command resumes")
+        return EXIT_INFRA
     report = _report(state, outcome, rng, target, Cache(args.cache_dir))
     write_atomic(state_file, json.dumps(report, indent=1))
     if not report.get("first_bad"):
@@ -121,15 +127,11 @@ def _from_run(run_dir: Path, overrides: list[str]) -> tuple[plan_mod.Plan, Targe
         raise PlanError(f"--from {run_dir}: not a run directory (no results.json and "
                         "plan.yaml)", EXIT_BAD_INPUT)
     result = RunResult.load(run_dir / "results.json")
-    plan = plan_mod.load(run_dir / "plan.yaml", overrides)
-    crashed = [c for c in result.crashes if c.counts]
-    failed = [t for t in result.tests if t.status in ("fail", "error")]
-    if crashed:
-        return plan, Target(crash=crashed[0].signature or crashed[0].title)
-    if failed:
-        return plan, Target(test=failed[0].name)
-    raise PlanError(f"--from {run_dir}: the run has no failed row and no crash: nothing "
-                    "to bisect (give --test or --crash)", EXIT_BAD_INPUT)
+    target = target_of(result)
+    if target is None:
+        raise PlanError(f"--from {run_dir}: the run has no failed row and no crash: nothing "
+                        "to bisect (give --test or --crash)", EXIT_BAD_INPUT)
+    return plan_mod.load(run_dir / "plan.yaml", overrides), target
 
 
 def _load_state(path: Path, labels: list[str]) -> search.State:

@@ -44,7 +44,17 @@ class Target:
                                           if self.crash else ""]))
 
 
-def _rows(result: RunResult, glob: str) -> list:
+def target_of(result: RunResult) -> Target | None:
+    """What failed in a run: its first crash that counts, else its first
+    failed row; None for a run without a failure."""
+    crashed = [c for c in result.crashes if c.counts]
+    if crashed:
+        return Target(crash=crashed[0].signature or crashed[0].title)
+    failed = [t for t in result.tests if t.status in ("fail", "error")]
+    return Target(test=failed[0].name) if failed else None
+
+
+def matching_rows(result: RunResult, glob: str) -> list:
     # exact first: pytest ids carry brackets, which a glob reads as a class
     return [t for t in result.tests
             if glob in (t.name, f"{t.suite} {t.name}") or fnmatch.fnmatchcase(t.name, glob)
@@ -65,7 +75,7 @@ def classify(result: RunResult, target: Target) -> tuple[str, str]:
         return SKIP, f"{failed_stage.name} {failed_stage.status}: " \
                      f"{(failed_stage.message.splitlines() or [''])[0][:120]}"
     if target.test:
-        rows = _rows(result, target.test)
+        rows = matching_rows(result, target.test)
         bad = [t for t in rows if t.status in ("fail", "error")]
         if bad:
             return BAD, f"{bad[0].suite} {bad[0].name}: {bad[0].status}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import shlex
 import tempfile
 import time
 from dataclasses import dataclass, replace
@@ -126,8 +127,10 @@ class QemuNode:
         for attempt in range(3):
             self.console.write_text("")
             self._started, self._ssh_attempts = time.monotonic(), 0
-            self.popen = proc.spawn(qemu_argv(self.spec, self.boot, overlay, self.dir,
-                                              self.qmp), log=self.qemu_log)
+            argv = qemu_argv(self.spec, self.boot, overlay, self.dir, self.qmp)
+            # the reproducer bundle: how this node was started
+            (self.dir / "qemu-cmdline.txt").write_text(shlex.join(map(str, argv)) + "\n")
+            self.popen = proc.spawn(argv, log=self.qemu_log)
             time.sleep(0.5)
             if self.popen.poll() is None or not self._port_race():
                 return

@@ -1,0 +1,122 @@
+"""`harness reproduce RUN_DIR`: run a failure again from its run directory
+alone — the plan as run (plan.yaml), the series as applied (the reproducer
+bundle's patch copies, so a changed or deleted patches/ folder does not
+matter), the kernel tree pinned to the run's commit when it was a git tree —
+`--repeat` times, each run classified against what failed there (or
+`--test` / `--crash`), and say `reproduced k/N` or `not reproduced (0/N)`.
+
+Only the suites that produced the target run (a crash during a test: that
+test's suite; a failed row: its suite). Exit codes: 0 reproduced, 1 not
+reproduced, 2 bad input, 3 infrastructure error in every run."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from .. import plan as plan_mod
+from .. import runner
+from ..cache import Cache
+from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
+from ..results import reproducer
+from ..results.model import RunResult
+from .steps import BAD, SKIP, Target, classify, matching_rows, target_of
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "reproduce", help="run a run's failure again from its run directory alone",
+        description=__doc__.split("\n\n")[0] + " Exit codes: 0 reproduced, 1 not "
+                    "reproduced, 2 bad input, 3 every run hit an infrastructure error.")
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    parser.add_argument("--test", default="", metavar="GLOB",
+                        help="the rows to reproduce (default: what failed in RUN_DIR)")
+    parser.add_argument("--crash", default="", metavar="TEXT",
+                        help="the crash to reproduce (title or signature contains TEXT)")
+    parser.add_argument("--repeat", type=int, default=2, metavar="N",
+                        help="runs (default 2)")
+    parser.add_argument("--runs-dir", type=Path, default=None,
+                        help="where the new runs go (default: beside RUN_DIR)")
+    parser.add_argument("--cache-dir", type=Path, default=None)
+
+
+def reproduce_command(args: argparse.Namespace, console: Console) -> int:
+    try:
+        plan, target = plan_for(args.run_dir, Target(args.test, args.crash), args.repeat)
+    except HarnessError as exc:
+        console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        return exc.exit_code
+    runs_dir = args.runs_dir or args.run_dir.resolve().parent
+    console.print(escape(f"reproducing {target.describe()} of {args.run_dir.name}: "
+                         f"{args.repeat} run(s) of suites {', '.join(plan.suites)}"))
+    verdicts, dirs = [], []
+    cache = Cache(args.cache_dir)
+    for attempt in range(1, args.repeat + 1):
+        with open(args.run_dir / "reproduce.log", "a") as out:
+            result = runner.run(plan, runs_dir, cache,
+                                Console(file=out, width=250, highlight=False))
+        if (result.error or "").startswith("interrupted by"):
+            raise KeyboardInterrupt(result.error)
+        verdict, why = classify(result, target)
+        verdicts.append(verdict)
+        dirs.append(str(runs_dir / result.run_id))
+        console.print(escape(f"  run {attempt}/{args.repeat}: "
+                             f"{'reproduced' if verdict == BAD else verdict}"
+                             + (f" ({why})" if why else "") + f", {result.run_id}"))
+    bad = verdicts.count(BAD)
+    if bad:
+        console.print(f"reproduced {bad}/{len(verdicts)}")
+        return EXIT_PASS
+    if all(v == SKIP for v in verdicts):
+        console.print(f"could not tell (0/{len(verdicts)}: every run was skipped; see "
+                      f"{escape(args.run_dir.name)}/reproduce.log)")
+        return EXIT_INFRA
+    console.print(f"not reproduced (0/{len(verdicts)})")
+    return EXIT_FAIL
+
+
+def plan_for(run_dir: Path, target: Target, repeat: int) -> tuple[plan_mod.Plan, Target]:
+    """The plan that re-runs `run_dir`'s failure, and the target."""
+    if repeat < 1:
+        raise PlanError("--repeat: at least 1", EXIT_BAD_INPUT)
+    if not (run_dir / "results.json").is_file() or not (run_dir / "plan.yaml").is_file():
+        raise PlanError(f"{run_dir}: not a run directory (no results.json and plan.yaml)",
+                        EXIT_BAD_INPUT)
+    result = RunResult.load(run_dir / "results.json")
+    if not (target.test or target.crash):
+        target = target_of(result)
+        if target is None:
+            raise PlanError(f"{run_dir}: the run has no failed row and no crash: nothing to "
+                            "reproduce (give --test or --crash)", EXIT_BAD_INPUT)
+    plan = plan_mod.load(run_dir / "plan.yaml")
+    if plan.series:
+        bundled = reproducer.series_dirs(run_dir)
+        if len(bundled) != len(plan.series):
+            raise PlanError(f"{run_dir}: the run applied {len(plan.series)} series but its "
+                            f"reproducer bundle holds {len(bundled)} (a run from before "
+                            "bundles existed?)", EXIT_BAD_INPUT)
+        plan = dataclasses.replace(plan, series=bundled)
+    if plan.kernel.source == "git" and result.kernel.commit:
+        plan = dataclasses.replace(plan, kernel=dataclasses.replace(
+            plan.kernel, ref=result.kernel.commit))
+    suites = _suites(result, target) or plan.suites
+    return dataclasses.replace(plan, suites=suites, per_patch=False), target
+
+
+def _suites(result: RunResult, target: Target) -> tuple[str, ...]:
+    """The suites whose rows, or whose tests' crashes, make the target."""
+    by_file = {t.name: t.suite for t in result.tests}
+    found = []
+    if target.crash:
+        for crash in result.crashes:
+            if target.crash in crash.title or target.crash in crash.signature:
+                test = crash.test.split("::", 1)[-1]
+                found += [suite for name, suite in by_file.items() if name == test]
+        if not found:
+            return ()       # a crash at boot or outside a known test: every suite
+    if target.test:
+        found += [t.suite for t in matching_rows(result, target.test)]
+    return tuple(dict.fromkeys(found))

@@ -1,0 +1,76 @@
+"""The reproducer bundle every run directory carries, so that a failure can be
+run again from the directory alone (`harness reproduce RUN_DIR`), even after
+the patches/ folder it used changed or was deleted:
+
+    reproducer/patches/<n>-<series>/NNNN-*.patch   the series as applied
+    reproducer/source.json                          tree origin, commits, image
+    reproducer/harness-version.txt                  the harness that ran it
+    reproducer/reproduce.sh                         the one command
+
+Beside it the run directory already has plan.yaml (the plan as run), .config,
+and nodes/<node>/qemu-cmdline.txt (each node's QEMU command line)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+from ..cache import write_atomic
+from .model import RunResult
+
+DIRECTORY = "reproducer"
+PATCHES = "patches"
+
+
+def save_series(run_dir: Path, specs) -> None:
+    """Copies of the patch files, in the order they were applied."""
+    top = run_dir / DIRECTORY / PATCHES
+    for number, spec in enumerate(specs, 1):
+        folder = top / f"{number}-{spec.name}"
+        folder.mkdir(parents=True, exist_ok=True)
+        for index, patch in enumerate(spec.patches, 1):
+            shutil.copyfile(patch.path, folder / f"{index:04d}-{Path(patch.path).name}")
+
+
+def series_dirs(run_dir: Path) -> tuple[str, ...]:
+    top = run_dir / DIRECTORY / PATCHES
+    if not top.is_dir():
+        return ()
+    folders = sorted(top.iterdir(), key=lambda p: int(p.name.split("-", 1)[0]))
+    return tuple(str(p) for p in folders)
+
+
+def version() -> str:
+    try:
+        text = metadata.version("harness")
+    except metadata.PackageNotFoundError:
+        text = "unknown"
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / ".git").exists():
+        described = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=checkout,
+                                   capture_output=True, text=True, timeout=30)
+        if described.returncode == 0:
+            text += f" (git {described.stdout.strip()})"
+    return text
+
+
+def save(run_dir: Path, result: RunResult, image: str, image_key: str = "") -> None:
+    """The rest of the bundle, at the end of the run."""
+    top = run_dir / DIRECTORY
+    top.mkdir(exist_ok=True)
+    kernel = result.kernel
+    write_atomic(top / "source.json", json.dumps({
+        "origin": kernel.source, "base_commit": kernel.commit, "top_commit": kernel.series_top,
+        "version": kernel.version, "release": kernel.release, "build_key": kernel.build_key,
+        "config_hash": kernel.config_hash, "image": image, "image_key": image_key,
+        "series": [{"name": s.name, "origin": s.origin,
+                    "patches": [{"index": p.index, "subject": p.subject, "commit": p.commit}
+                                for p in s.patches]} for s in result.series]},
+        indent=1) + "\n")
+    write_atomic(top / "harness-version.txt", version() + "\n")
+    script = top / "reproduce.sh"
+    write_atomic(script, "#!/bin/sh\n# runs this run's failure again, from this directory "
+                         "alone\nexec harness reproduce \"$(dirname \"$0\")/..\" \"$@\"\n")
+    script.chmod(0o755)
