@@ -195,7 +195,9 @@ def apply_set(data: dict, assignment: str) -> None:
     node[parts[-1]] = value
 
 
-def load(path: str | Path | None, overrides: list[str] = ()) -> Plan:
+def load(path: str | Path | None, overrides: list[str] = (), as_run: bool = False) -> Plan:
+    """A plan file; `as_run`: a run directory's plan.yaml (the plan as run),
+    which names the file it came from."""
     path = Path(path) if path else PROJECT_ROOT / "plans" / "quickstart.yaml"
     try:
         text = path.read_text()
@@ -212,6 +214,8 @@ def load(path: str | Path | None, overrides: list[str] = ()) -> Plan:
                         f"{getattr(exc, 'problem', exc)}") from None
     if not isinstance(data, dict):
         raise PlanError(f"{path}: top level must be a mapping of plan keys")
+    if as_run:
+        data.pop("source_file", None)
     for assignment in overrides:
         apply_set(data, assignment)
     plan = _build(Plan, data, "", str(path))

@@ -131,7 +131,7 @@ def _from_run(run_dir: Path, overrides: list[str]) -> tuple[plan_mod.Plan, Targe
     if target is None:
         raise PlanError(f"--from {run_dir}: the run has no failed row and no crash: nothing "
                         "to bisect (give --test or --crash)", EXIT_BAD_INPUT)
-    return plan_mod.load(run_dir / "plan.yaml", overrides), target
+    return plan_mod.load(run_dir / "plan.yaml", overrides, as_run=True), target
 
 
 def _load_state(path: Path, labels: list[str]) -> search.State:

@@ -91,7 +91,7 @@ def plan_for(run_dir: Path, target: Target, repeat: int) -> tuple[plan_mod.Plan,
         if target is None:
             raise PlanError(f"{run_dir}: the run has no failed row and no crash: nothing to "
                             "reproduce (give --test or --crash)", EXIT_BAD_INPUT)
-    plan = plan_mod.load(run_dir / "plan.yaml")
+    plan = plan_mod.load(run_dir / "plan.yaml", as_run=True)
     if plan.series:
         bundled = reproducer.series_dirs(run_dir)
         if len(bundled) != len(plan.series):

@@ -11,6 +11,7 @@ first k patches, in the plan's own tree, so builds stay incremental), and a
 git range of a tree (`git rev-list --first-parent good..bad`)."""
 from __future__ import annotations
 
+
 import dataclasses
 import fnmatch
 import shutil
@@ -26,6 +27,7 @@ from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, PlanError
 from ..plan import Plan
 from ..results.model import RunResult
+from ..results.reproducer import numbered
 from ..source import git
 from .search import BAD, GOOD, SKIP, Step
 
@@ -112,7 +114,7 @@ class SeriesRange:
             shutil.rmtree(scratch, ignore_errors=True)
             scratch.mkdir(parents=True)
             for number, (_, patch) in enumerate(self.patches[:index], 1):
-                shutil.copyfile(patch.path, scratch / f"{number:04d}-{patch.path.name}")
+                shutil.copyfile(patch.path, scratch / numbered(number, patch.path))
             scratch.rename(prefix)
         return dataclasses.replace(self.plan, series=(str(prefix),), per_patch=False)
 

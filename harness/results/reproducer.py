@@ -11,6 +11,8 @@ Beside it the run directory already has plan.yaml (the plan as run), .config,
 and nodes/<node>/qemu-cmdline.txt (each node's QEMU command line)."""
 from __future__ import annotations
 
+import re
+
 import json
 import shutil
 import subprocess
@@ -20,6 +22,7 @@ from pathlib import Path
 from ..cache import write_atomic
 from .model import RunResult
 
+_NUMBERED = re.compile(r"^\d{4}-")      # git format-patch's own number
 DIRECTORY = "reproducer"
 PATCHES = "patches"
 
@@ -31,7 +34,13 @@ def save_series(run_dir: Path, specs) -> None:
         folder = top / f"{number}-{spec.name}"
         folder.mkdir(parents=True, exist_ok=True)
         for index, patch in enumerate(spec.patches, 1):
-            shutil.copyfile(patch.path, folder / f"{index:04d}-{Path(patch.path).name}")
+            shutil.copyfile(patch.path, folder / numbered(index, Path(patch.path)))
+
+
+def numbered(index: int, patch: Path) -> str:
+    """A patch file's name with its position in front (git format-patch's own
+    number replaced), so a directory of them applies in order."""
+    return f"{index:04d}-" + _NUMBERED.sub("", patch.name)
 
 
 def series_dirs(run_dir: Path) -> tuple[str, ...]:
