@@ -15,7 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import PlanError
-from .model import PerfComparison, RunResult, TestRecord, WarningRecord
+from .model import (PerfComparison, RunResult, TestRecord, WarningRecord, read_runs,
+                    run_order)
 
 SUITE = "perf"
 DEFAULT_THRESHOLD_PERCENT = 30
@@ -44,11 +45,6 @@ def perf_metrics(tests: list[TestRecord]) -> dict[str, dict[str, float]]:
     return rows
 
 
-def _when(run: RunResult) -> str:
-    # ISO timestamps sort as text; the run id starts with the same stamp
-    return run.started or run.run_id
-
-
 def pick_baseline(runs: list[RunResult], current: RunResult,
                   chosen: str = "") -> RunResult | None:
     """The baseline for `current` among `runs`: the run named `chosen`, or else
@@ -60,8 +56,8 @@ def pick_baseline(runs: list[RunResult], current: RunResult,
         return next((r for r in runs if r.run_id == chosen), None)
     earlier = [r for r in runs
                if r.plan == current.plan and r.run_id != current.run_id
-               and _when(r) < _when(current) and perf_metrics(r.tests)]
-    return max(earlier, key=lambda r: (_when(r), r.run_id), default=None)
+               and run_order(r) < run_order(current) and perf_metrics(r.tests)]
+    return max(earlier, key=run_order, default=None)
 
 
 def compare(current: dict[str, dict[str, float]], baseline: dict[str, dict[str, float]],
@@ -114,16 +110,10 @@ def summarize(current: RunResult, runs: list[RunResult], chosen: str,
 
 
 def load_runs(runs_dir: Path, skip: str = "") -> list[RunResult]:
-    """Every readable results.json under runs_dir (one level), but `skip`'s."""
-    runs = []
-    for path in sorted(Path(runs_dir).glob("*/results.json")):
-        if path.parent.name == skip:
-            continue
-        try:
-            runs.append(RunResult.load(path))
-        except (OSError, ValueError, TypeError):
-            continue        # a run being written, or damaged: not a baseline
-    return runs
+    """Every readable results.json under runs_dir (one level), but `skip`'s:
+    a run being written, or damaged, is not a baseline."""
+    return [run for path, run in read_runs(runs_dir)
+            if isinstance(run, RunResult) and path.name != skip]
 
 
 def check_choice(chosen: str, runs_dir: Path, plan_file: str) -> None:

@@ -16,7 +16,7 @@ from . import history
 from .baseline import DEFAULT_THRESHOLD_PERCENT
 from .codec import to_plain
 from .compare import Comparison, RowChange, compare
-from .model import RunResult
+from .model import RunResult, read_runs, run_order
 
 DEFAULT_RUNS_DIR = Path("runs")
 LIST_LIMIT = 25          # rows per long table (appeared, disappeared, kconfig); --json has all
@@ -63,11 +63,6 @@ def compare_command(args: argparse.Namespace, console: Console) -> int:
 
 # --- which runs ----------------------------------------------------------------
 
-def _when(run: RunResult) -> tuple[str, str]:
-    # ISO timestamps sort as text; the run id starts with the same stamp
-    return (run.started or run.run_id, run.run_id)
-
-
 def _load(run_dir: Path) -> RunResult:
     path = run_dir / "results.json"
     if not path.is_file():
@@ -88,13 +83,8 @@ def _resolve(ref: str, runs_dir: Path) -> Path:
 
 
 def _all_runs(runs_dir: Path) -> list[tuple[Path, RunResult]]:
-    runs = []
-    for path in sorted(runs_dir.glob("*/results.json")):
-        try:
-            runs.append((path.parent, RunResult.load(path)))
-        except (OSError, ValueError, TypeError):
-            continue        # a run being written, or damaged: never chosen by default
-    return runs
+    # a run being written, or damaged, is never chosen by default
+    return [(d, run) for d, run in read_runs(runs_dir) if isinstance(run, RunResult)]
 
 
 def _select(args: argparse.Namespace):
@@ -116,20 +106,20 @@ def _select(args: argparse.Namespace):
         runs = _all_runs(runs_dir)
         if not runs:
             raise PlanError(f"no runs with a results.json in {runs_dir}")
-        current_dir, current = max(runs, key=lambda r: _when(r[1]))
+        current_dir, current = max(runs, key=lambda r: run_order(r[1]))
     if args.against:
         base_dir = _resolve(args.against, runs_dir)
         base = _load(base_dir)
     else:
         earlier = [(d, r) for d, r in (_all_runs(runs_dir) if runs_dir.is_dir() else [])
                    if r.plan == current.plan and r.kernel.source == current.kernel.source
-                   and r.run_id != current.run_id and _when(r) < _when(current)]
+                   and r.run_id != current.run_id and run_order(r) < run_order(current)]
         if not earlier:
             origin = current.kernel.source or "an unknown tree"
             raise PlanError(
                 f"no earlier run of plan {current.plan!r} from {origin} in {runs_dir} to "
                 f"compare {current.run_id} with (name one with --against)")
-        base_dir, base = max(earlier, key=lambda r: _when(r[1]))
+        base_dir, base = max(earlier, key=lambda r: run_order(r[1]))
     if base_dir.resolve() == current_dir.resolve() or base.run_id == current.run_id:
         raise PlanError(f"run {current.run_id} compared with itself (give another "
                         "--against)")

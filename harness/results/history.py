@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import HarnessError
-from .model import RunResult
+from .model import RunResult, read_runs
 
 DEFAULT_NAME = "history.sqlite"
 SCHEMA_VERSION = 1
@@ -139,14 +139,12 @@ def rebuild(db: Path, runs_dir: Path) -> tuple[int, list[str]]:
     fresh.unlink(missing_ok=True)
     count, skipped = 0, []
     with connect(fresh) as conn, conn:          # one transaction for them all
-        for path in sorted(Path(runs_dir).glob("*/results.json")):
-            try:
-                run = RunResult.load(path)
-            except (OSError, ValueError, TypeError) as exc:
-                skipped.append(f"{path.parent.name}: {exc}")
-                continue
-            index_run(conn, run, path.parent)
-            count += 1
+        for run_dir, run in read_runs(runs_dir):
+            if isinstance(run, RunResult):
+                index_run(conn, run, run_dir)
+                count += 1
+            else:
+                skipped.append(f"{run_dir.name}: {run}")
     fresh.replace(db)
     return count, skipped
 

@@ -282,3 +282,21 @@ class RunResult:
     @property
     def patches(self) -> list[PatchResult]:
         return [p for s in self.series for p in s.patches]
+
+
+def run_order(run: RunResult) -> tuple[str, str]:
+    """Runs in the order they started (ISO timestamps sort as text; the run id
+    starts with the same stamp)."""
+    return (run.started or run.run_id, run.run_id)
+
+
+def read_runs(runs_dir: Path) -> list[tuple[Path, RunResult | str]]:
+    """Every run directory under runs_dir (one level) with its results, or
+    why they could not be read (a run being written, a damaged file)."""
+    found: list[tuple[Path, RunResult | str]] = []
+    for path in sorted(Path(runs_dir).glob("*/results.json")):
+        try:
+            found.append((path.parent, RunResult.load(path)))
+        except (OSError, ValueError, TypeError) as exc:
+            found.append((path.parent, str(exc)))
+    return found
