@@ -21,7 +21,7 @@ from ..errors import (EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessE
                       PlanError)
 from ..results.model import RunResult
 from . import search
-from .steps import GitRange, SeriesRange, Target, make_oracle, target_of
+from .steps import GitRange, SeriesRange, Target, failed_run, make_oracle
 
 STATE = "bisect.json"
 
@@ -101,8 +101,7 @@ def _setup(args) -> tuple[plan_mod.Plan, SeriesRange | GitRange, Target]:
     if args.repeat < 1:
         raise PlanError("--repeat: at least 1", EXIT_BAD_INPUT)
     if args.from_run:
-        plan, failed = _from_run(args.from_run, args.overrides)
-        target = target if (target.test or target.crash) else failed
+        plan, _, target = failed_run(args.from_run, target, "--from", args.overrides)
     else:
         plan = plan_mod.load(args.plan, args.overrides)
     if args.series:
@@ -119,19 +118,6 @@ def _setup(args) -> tuple[plan_mod.Plan, SeriesRange | GitRange, Target]:
         raise PlanError("no range: give --series S, --tree/--good/--bad, or --from RUN_DIR "
                         "of a run that applied a series", EXIT_BAD_INPUT)
     return plan, SeriesRange(plan, work), target
-
-
-def _from_run(run_dir: Path, overrides: list[str]) -> tuple[plan_mod.Plan, Target]:
-    """The plan as that run ran it, and what failed there."""
-    if not (run_dir / "results.json").is_file() or not (run_dir / "plan.yaml").is_file():
-        raise PlanError(f"--from {run_dir}: not a run directory (no results.json and "
-                        "plan.yaml)", EXIT_BAD_INPUT)
-    result = RunResult.load(run_dir / "results.json")
-    target = target_of(result)
-    if target is None:
-        raise PlanError(f"--from {run_dir}: the run has no failed row and no crash: nothing "
-                        "to bisect (give --test or --crash)", EXIT_BAD_INPUT)
-    return plan_mod.load(run_dir / "plan.yaml", overrides, as_run=True), target
 
 
 def _load_state(path: Path, labels: list[str]) -> search.State:

@@ -23,7 +23,7 @@ from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
 from ..results import reproducer
 from ..results.model import RunResult
-from .steps import BAD, SKIP, Target, classify, matching_rows, target_of
+from .steps import BAD, SKIP, Target, classify, failed_run, matching_rows
 
 
 def add_parser(sub) -> None:
@@ -82,16 +82,7 @@ def plan_for(run_dir: Path, target: Target, repeat: int) -> tuple[plan_mod.Plan,
     """The plan that re-runs `run_dir`'s failure, and the target."""
     if repeat < 1:
         raise PlanError("--repeat: at least 1", EXIT_BAD_INPUT)
-    if not (run_dir / "results.json").is_file() or not (run_dir / "plan.yaml").is_file():
-        raise PlanError(f"{run_dir}: not a run directory (no results.json and plan.yaml)",
-                        EXIT_BAD_INPUT)
-    result = RunResult.load(run_dir / "results.json")
-    if not (target.test or target.crash):
-        target = target_of(result)
-        if target is None:
-            raise PlanError(f"{run_dir}: the run has no failed row and no crash: nothing to "
-                            "reproduce (give --test or --crash)", EXIT_BAD_INPUT)
-    plan = plan_mod.load(run_dir / "plan.yaml", as_run=True)
+    plan, result, target = failed_run(run_dir, target, "RUN_DIR")
     if plan.series:
         bundled = reproducer.series_dirs(run_dir)
         if len(bundled) != len(plan.series):

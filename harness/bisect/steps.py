@@ -22,6 +22,7 @@ from typing import Callable
 
 from rich.console import Console
 
+from .. import plan as plan_mod
 from .. import runner, series
 from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, PlanError
@@ -56,6 +57,23 @@ def target_of(result: RunResult) -> Target | None:
     return Target(test=failed[0].name) if failed else None
 
 
+def failed_run(run_dir: Path, target: Target, what: str,
+               overrides: list[str] = ()) -> tuple[Plan, RunResult, Target]:
+    """A run directory's plan as run, its results, and the target: `target`
+    when given, else what failed there. `what` names the command's argument
+    in messages."""
+    if not (run_dir / "results.json").is_file() or not (run_dir / "plan.yaml").is_file():
+        raise PlanError(f"{what} {run_dir}: not a run directory (no results.json and "
+                        "plan.yaml)", EXIT_BAD_INPUT)
+    result = RunResult.load(run_dir / "results.json")
+    if not (target.test or target.crash):
+        target = target_of(result)
+        if target is None:
+            raise PlanError(f"{what} {run_dir}: the run has no failed row and no crash: "
+                            "nothing to do (give --test or --crash)", EXIT_BAD_INPUT)
+    return plan_mod.load(run_dir / "plan.yaml", overrides, as_run=True), result, target
+
+
 def matching_rows(result: RunResult, glob: str) -> list:
     # exact first: pytest ids carry brackets, which a glob reads as a class
     return [t for t in result.tests
@@ -70,10 +88,9 @@ def classify(result: RunResult, target: Target) -> tuple[str, str]:
                             for c in crashes):
         return BAD, "crash: " + next(c.title for c in crashes
                                      if target.crash in c.title or target.crash in c.signature)
+    # a stage before the tests failed: the target could not show either way
     failed_stage = next((s for s in result.stages if s.status != "pass"), None)
-    if failed_stage is not None and failed_stage.name in ("source", "series", "kconfig",
-                                                          "build", "selftests", "image",
-                                                          "boot"):
+    if failed_stage is not None and failed_stage.name != "test":
         return SKIP, f"{failed_stage.name} {failed_stage.status}: " \
                      f"{(failed_stage.message.splitlines() or [''])[0][:120]}"
     if target.test:

@@ -14,7 +14,7 @@ import pytest
 from harness import plan as plan_mod
 from harness.bisect import cli as bisect_cli
 from harness.bisect import search
-from harness.bisect.steps import GitRange, SeriesRange, Target, classify
+from harness.bisect.steps import GitRange, SeriesRange, Target, classify, failed_run
 from harness.errors import PlanError
 from harness.results.model import RunResult, StageRecord
 from harness.results.writers import write_json
@@ -126,14 +126,14 @@ def test_from_a_failed_run_the_target_is_what_failed_there(tmp_path):
     run_dir = tmp_path / "run"
     write_json(BROKEN, run_dir / "results.json")
     (run_dir / "plan.yaml").write_text("name: series-demo-broken\nseries: [demo-broken]\n")
-    plan, target = bisect_cli._from_run(run_dir, [])
+    plan, _, target = failed_run(run_dir, Target(), "--from")
     assert plan.series == ("demo-broken",)
     assert target.crash.startswith("warning|") or "rxe_requester" in target.crash
     write_json(QUICK, run_dir / "results.json")
     with pytest.raises(PlanError, match="no failed row and no crash"):
-        bisect_cli._from_run(run_dir, [])
+        failed_run(run_dir, Target(), "--from")
     with pytest.raises(PlanError, match="not a run directory"):
-        bisect_cli._from_run(tmp_path, [])
+        failed_run(tmp_path, Target(), "--from")
 
 
 def test_the_no_op_check_compares_what_was_built(tmp_path):
