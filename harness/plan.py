@@ -88,6 +88,8 @@ class PerfSpec:
     threshold_percent: int = 30
     # a flagged drop fails the run (exit 1) instead of warning
     fail_on_regression: bool = False
+    # runs of each perf measurement; the verdict and the comparison use the median
+    repeat: int = 1
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,17 @@ class Plan:
     # YAML files {suite: {provider: [{test, reason, intermittent, until}]}}
     expectations: tuple[str, ...] = ()
     perf: PerfSpec = field(default_factory=PerfSpec)
+    # run only the rows matching one of these globs ("suite name" or name, as
+    # results.json names rows; harness/suites/select.py): a bisect step, a retry
+    select: tuple[str, ...] = ()
+    # a failing row is run again up to this many times; one that then passes is
+    # `flaky` (a warning, never a pass); a crash is never retried away
+    retries: int = 0
+    # when the top of the series fails (a test, a perf drop with
+    # perf.fail_on_regression, a crash), bisect inside the series
+    bisect: bool = False
+    # runs per bisect step before a patch is called good
+    bisect_repeat: int = 3
     source_file: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -246,6 +259,12 @@ def _check(plan: Plan, src: str) -> None:
     if plan.vm.nodes < 1 or plan.vm.nodes > 2:
         raise PlanError(f"{src}: vm.nodes: 1 or 2 nodes are supported (the shared "
                         f"L2 is a point-to-point link), got {plan.vm.nodes}")
+    if plan.retries < 0 or plan.retries > 10:
+        raise PlanError(f"{src}: retries: between 0 and 10, got {plan.retries}")
+    if plan.bisect_repeat < 1:
+        raise PlanError(f"{src}: bisect_repeat: at least 1, got {plan.bisect_repeat}")
+    if not 1 <= plan.perf.repeat <= 20:
+        raise PlanError(f"{src}: perf.repeat: between 1 and 20, got {plan.perf.repeat}")
     if plan.modules_cycles < 1:
         raise PlanError(f"{src}: modules_cycles: must be at least 1")
     for index, waiver in enumerate(plan.waivers):

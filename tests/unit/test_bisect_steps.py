@@ -13,7 +13,7 @@ import pytest
 
 from harness import plan as plan_mod
 from harness.bisect import cli as bisect_cli
-from harness.bisect import search
+from harness.bisect import search, session
 from harness.bisect.steps import GitRange, SeriesRange, Target, classify, failed_run
 from harness.errors import PlanError
 from harness.results.model import RunResult, StageRecord
@@ -149,7 +149,7 @@ def test_the_no_op_check_compares_what_was_built(tmp_path):
                    tmp_path / key / "results.json")
     parent = search.Step("p", 1, "good", 1, 0, run_dirs=[str(tmp_path / "parent")])
     culprit = search.Step("c", 2, "bad", 1, 1, run_dirs=[str(tmp_path / "culprit")])
-    assert bisect_cli._noop(culprit, parent, cache)["suspect"] is True
+    assert session._noop(culprit, parent, cache)["suspect"] is True
     (cache.entry("kernels", "culprit") / "modules" / "kernel" / "rdma_rxe.ko").write_bytes(b"x")
-    found = bisect_cli._noop(culprit, parent, cache)
+    found = session._noop(culprit, parent, cache)
     assert found["suspect"] is False and found["changed"] == ["rdma_rxe.ko"]

@@ -1,0 +1,120 @@
+"""One bisect from start to report: its directory `<runs-dir>/bisect-<key>`
+(the key a hash of the range, target, plan and repeats; the same bisect
+resumes from `bisect.json` there), the search, and the report with its
+evidence and the no-op check. `harness bisect` and the automatic bisect of a
+failing series (`--bisect`) both call `bisect()`."""
+from __future__ import annotations
+
+import dataclasses
+import filecmp
+import json
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from ..cache import Cache, digest, write_atomic
+from ..plan import Plan
+from ..results.model import RunResult
+from . import search
+from .steps import Target, make_oracle
+
+STATE = "bisect.json"
+
+
+def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
+           console: Console) -> dict:
+    """Run (or resume) the bisect; the report as written to bisect.json.
+    KeyboardInterrupt propagates after the state is saved and the user told
+    how to resume."""
+    key = digest(rng.labels, target, plan.to_dict(), repeat)[:10]
+    workdir = runs_dir / f"bisect-{key}"
+    workdir.mkdir(parents=True, exist_ok=True)
+    state_file = workdir / STATE
+    state = _load_state(state_file, rng.labels)
+    if state.steps:
+        console.print(f"resuming {escape(str(workdir))}: {len(state.steps)} step(s) done")
+    console.print(f"bisect over {len(rng.labels) - 1} change(s), target: "
+                  f"{escape(target.describe())}; steps in {escape(str(workdir))}")
+    oracle = make_oracle(rng, target, repeat, workdir / "runs", cache,
+                         lambda text: console.print(escape(text)), workdir / "steps.log")
+
+    def save(current: search.State) -> None:
+        write_atomic(state_file, json.dumps(_report(current, None, rng, target), indent=1))
+
+    try:
+        outcome = search.run(state, oracle, save)
+    except KeyboardInterrupt:
+        console.print(f"interrupted: {len(state.steps)} step(s) kept in "
+                      f"{escape(str(state_file))}; the same command resumes")
+        raise
+    report = _report(state, outcome, rng, target, cache)
+    report["directory"] = str(workdir)
+    write_atomic(state_file, json.dumps(report, indent=1))
+    if not report.get("first_bad"):
+        console.print(escape(report["message"]), soft_wrap=True)
+    else:
+        first = report["first_bad"]
+        console.print(escape(f"first bad: {rng.labels[first['position']]} "
+                             f"{first.get('commit', '')[:12]} \"{first['subject']}\" "
+                             f"(confidence {report['confidence']})"), soft_wrap=True)
+        if report["noop"].get("suspect"):
+            console.print(f"[yellow]suspect:[/] {escape(report['noop']['why'])}")
+    return report
+
+
+def _load_state(path: Path, labels: list[str]) -> search.State:
+    if path.is_file():
+        data = json.loads(path.read_text())
+        if data.get("range") == labels:
+            return search.State(labels, [search.Step(**s) for s in data.get("steps", [])])
+    return search.State(labels)
+
+
+def _report(state: search.State, outcome: search.Outcome | None, rng, target: Target,
+            cache: Cache | None = None) -> dict:
+    report = {"range": state.commits, "target": dataclasses.asdict(target),
+              "steps": [dataclasses.asdict(s) for s in state.steps]}
+    if outcome is None:
+        return report
+    report.update(message=outcome.message, ends_ok=outcome.ends_ok,
+                  candidates=[rng.labels[i] for i in outcome.candidates],
+                  confidence=search.confidence(state, outcome), first_bad=None, noop={})
+    if outcome.first_bad is not None:
+        step = next(s for s in state.steps if s.index == outcome.first_bad)
+        report["first_bad"] = {"position": outcome.first_bad, "commit": step.commit,
+                               **rng.describe(outcome.first_bad)}
+        parent = next((s for s in state.steps if s.index == outcome.first_bad - 1), None)
+        report["noop"] = _noop(step, parent, cache) if cache and parent else {}
+    return report
+
+
+def _build_of(step: search.Step, cache: Cache) -> Path | None:
+    for run_dir in step.run_dirs:
+        try:
+            key = RunResult.load(Path(run_dir) / "results.json").kernel.build_key
+        except (OSError, ValueError):
+            continue
+        if key and cache.get("kernels", key):
+            return cache.get("kernels", key)
+    return None
+
+
+def _noop(culprit: search.Step, parent: search.Step, cache: Cache) -> dict:
+    """Did the culprit change anything it built? Identical bzImage and modules
+    (the builds are reproducible) mean the failure cannot come from it: the
+    result is suspect (a flaky target, most likely)."""
+    a, b = _build_of(parent, cache), _build_of(culprit, cache)
+    if a is None or b is None:
+        return {"checked": False, "why": "a build of the two commits is no longer cached"}
+    changed = [] if filecmp.cmp(a / "bzImage", b / "bzImage", shallow=False) else ["bzImage"]
+    modules_a = {p.relative_to(a / "modules") for p in (a / "modules").rglob("*.ko")}
+    modules_b = {p.relative_to(b / "modules") for p in (b / "modules").rglob("*.ko")}
+    changed += sorted(str(p) for p in modules_a ^ modules_b)
+    changed += sorted(str(p.name) for p in modules_a & modules_b
+                      if not filecmp.cmp(a / "modules" / p, b / "modules" / p, shallow=False))
+    suspect = not changed
+    return {"checked": True, "changed": changed[:50], "suspect": suspect,
+            "why": ("the culprit's bzImage and every module are byte-identical to its "
+                    "parent's: the change built nothing different" if suspect else
+                    f"{len(changed)} built file(s) differ from the parent's")}
