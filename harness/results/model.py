@@ -202,6 +202,34 @@ class PerfComparison:
     fails_run: bool | None = field(default=None, metadata=OMIT)   # perf.fail_on_regression
 
 
+@dataclass
+class BisectStepRecord:
+    """One commit (or patch prefix) a bisect tried, with its runs as evidence."""
+    commit: str
+    index: int                   # 0 = the good end (the series' base)
+    verdict: str                 # good | bad | skip
+    runs: int = 0
+    bad_runs: int = 0
+    seconds: float = 0.0
+    run_dirs: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
+class BisectResult:
+    """The automatic bisect of a failing series (plan key `bisect`): what it
+    looked for, every step, and the first bad patch (commit, subject, author,
+    index: 1-based position in the series), or why there is none."""
+    target: dict[str, Any]
+    message: str = ""
+    first_bad: dict[str, Any] | None = None
+    confidence: float = 0.0
+    steps: list[BisectStepRecord] = field(default_factory=list)
+    noop: dict[str, Any] = field(default_factory=dict)
+    directory: str = ""
+    seconds: float = 0.0
+
+
 @dataclass(frozen=True)
 class WarningRecord:
     """Not a failure: a perf drop, an unexpected pass."""
@@ -261,6 +289,7 @@ class RunResult:
     perf: PerfComparison | None = field(default=None, metadata=EMPTY)
     warnings: list[WarningRecord] = field(default_factory=list)
     expectations: ExpectationsSummary | None = field(default=None, metadata=EMPTY)
+    bisect: BisectResult | None = field(default=None, metadata=EMPTY)
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
