@@ -289,7 +289,7 @@ class RunResult:
     perf: PerfComparison | None = field(default=None, metadata=EMPTY)
     warnings: list[WarningRecord] = field(default_factory=list)
     expectations: ExpectationsSummary | None = field(default=None, metadata=EMPTY)
-    bisect: BisectResult | None = field(default=None, metadata=EMPTY)
+    bisect: BisectResult | None = field(default=None, metadata=OMIT)   # --bisect runs
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
