@@ -23,16 +23,19 @@ STATE = "bisect.json"
 
 
 def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
-           console: Console) -> dict:
+           console: Console, seed: search.Step | None = None) -> dict:
     """Run (or resume) the bisect; the report as written to bisect.json.
-    KeyboardInterrupt propagates after the state is saved and the user told
-    how to resume."""
+    `seed`: a step already known (the failed run that asked for the bisect)
+    a new bisect starts from. KeyboardInterrupt propagates after the state
+    is saved and the user told how to resume."""
     key = digest(rng.labels, target, plan.to_dict(), repeat)[:10]
     workdir = runs_dir / f"bisect-{key}"
     workdir.mkdir(parents=True, exist_ok=True)
     state_file = workdir / STATE
     state = _load_state(state_file, rng.labels)
-    if state.steps:
+    if seed is not None and not state.steps:
+        state.steps.append(seed)
+    elif state.steps:
         console.print(f"resuming {escape(str(workdir))}: {len(state.steps)} step(s) done")
     console.print(f"bisect over {len(rng.labels) - 1} change(s), target: "
                   f"{escape(target.describe())}; steps in {escape(str(workdir))}")

@@ -24,7 +24,7 @@ from rich.console import Console
 
 from .. import plan as plan_mod
 from .. import runner, series
-from ..cache import Cache
+from ..cache import Cache, digest, file_digest
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, PlanError
 from ..plan import Plan
 from ..results.model import RunResult
@@ -121,11 +121,14 @@ class SeriesRange:
                             "bisect inside a series", EXIT_BAD_INPUT)
         self.labels = ["base"] + [f"patch {i}/{len(self.patches)}"
                                   for i in range(1, len(self.patches) + 1)]
+        # the prefixes of this series' patches (by content: another series, or
+        # this one edited, gets folders of its own)
+        self.prefixes = workdir / digest([file_digest(p.path) for _, p in self.patches])[:12]
 
     def plan_for(self, index: int) -> Plan:
         if index == 0:
             return dataclasses.replace(self.plan, series=(), per_patch=False)
-        prefix = self.workdir / f"patches-{index:03d}"
+        prefix = self.prefixes / f"patches-{index:03d}"
         if not prefix.exists():
             scratch = prefix.with_name(prefix.name + ".tmp")
             shutil.rmtree(scratch, ignore_errors=True)
