@@ -74,6 +74,11 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="cache directory (default: $HARNESS_CACHE or "
                              "$XDG_CACHE_HOME/harness)")
+    parser.add_argument("--bisect", action="store_true",
+                        help="when the top of the plan's series fails (a test, a perf drop "
+                             "with perf.fail_on_regression, a crash no single patch is "
+                             "blamed for), bisect inside the series and name the first bad "
+                             "patch (plan key `bisect: true`)")
     parser.add_argument("--history", type=Path, default=None, metavar="FILE",
                         help="the runs' index the run is added to (default: "
                              "<runs-dir>/history.sqlite)")
@@ -131,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
         plan = plan_mod.load(args.plan, args.overrides)
         if args.command == "series":
             plan = _series_plan(plan, args)
+        if args.bisect:
+            import dataclasses
+            plan = dataclasses.replace(plan, bisect=True)
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}")
         return exc.exit_code
@@ -140,7 +148,11 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[bold red]error:[/] --runs-dir {escape(str(args.runs_dir))}: "
                       f"{exc.strerror}")
         return EXIT_BAD_INPUT
-    result = run(plan, args.runs_dir, Cache(args.cache_dir), console, args.history)
+    cache = Cache(args.cache_dir)
+    result = run(plan, args.runs_dir, cache, console, args.history)
+    if plan.bisect:
+        from .bisect import auto
+        result = auto.after_run(plan, result, args.runs_dir, cache, console, args.history)
     return result.exit_code
 
 

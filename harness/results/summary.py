@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .model import STATUSES, RunResult
+from .model import STATUSES, BisectResult, RunResult
 
 _STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skip": "yellow",
           "xfail": "yellow", "xpass": "yellow"}
@@ -54,6 +54,8 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
         f"{kernel.accel or '?'}; tests: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     if result.error:
         console.print(f"[bold red]error:[/] {escape(result.error)}")
+    if result.bisect is not None:
+        console.print(escape(bisect_line(result.bisect, len(result.patches))), soft_wrap=True)
     style = _STYLE.get({"error": "error"}.get(result.verdict, result.verdict), "")
     console.print(f"verdict: [{style}]{result.verdict}[/] (exit {result.exit_code}); "
                   f"run directory: {escape(run_dir)}")
@@ -145,3 +147,18 @@ def _print_perf(result: RunResult, console: Console) -> None:
         else:
             console.print(f"perf baseline: none ({escape(perf.note or '')})",
                           soft_wrap=True)
+
+
+def bisect_line(bisect: BisectResult, total: int) -> str:
+    """`first bad: patch 2/3 "<subject>"` and its evidence, or why none."""
+    first = bisect.first_bad
+    if not first:
+        return f"bisect: no first bad patch: {bisect.message}"
+    runs = sum(s.runs for s in bisect.steps)
+    where = (f"patch {first['index']}/{total}" if first.get("series")
+             else f"{first.get('commit', '')[:12]}")
+    line = (f"first bad: {where} \"{first['subject']}\" ({len(bisect.steps)} steps, "
+            f"{runs} runs, confidence {bisect.confidence}; {bisect.directory})")
+    if bisect.noop.get("suspect"):
+        line += f"; suspect: {bisect.noop['why']}"
+    return line

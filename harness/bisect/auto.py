@@ -1,0 +1,127 @@
+"""The automatic bisect of a failing series (`harness series check S
+--bisect`, `harness run PLAN --bisect`, plan key `bisect: true`): when the top
+of the series fails a test, drops in perf beyond the threshold with
+`perf.fail_on_regression`, or crashes without one patch to blame, bisect
+inside the series over what showed it, then say which patch did it: in
+results.json `bisect`, in the crash's `suspected_patch`, and in the summary
+line `first bad: patch 2/3 "<subject>"`.
+
+The run that failed is the bad end: the bisect starts from it instead of
+running the top again."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+
+from ..cache import Cache
+from ..errors import EXIT_FAIL, HarnessError
+from ..plan import Plan
+from ..results import history
+from ..results.model import BisectResult, BisectStepRecord, RunResult, SuspectedPatch
+from ..results.summary import bisect_line
+from ..results.writers import write_json, write_junit
+from . import search, session
+from .steps import SeriesRange, Target
+
+
+def target_for(result: RunResult) -> tuple[Target, str] | None:
+    """What the bisect looks for, and why: a failed row first (the cheapest
+    to reproduce), then a perf drop that failed the run, then a crash whose
+    blame did not settle on one patch. None: nothing a bisect can add."""
+    failed = [t for t in result.tests if t.status in ("fail", "error")]
+    if failed:
+        row = failed[0]
+        return Target(test=f"{row.suite} {row.name}", suite=row.suite), \
+            f"{row.suite} {row.name} {row.status}"
+    if result.perf is not None and result.perf.fails_run:
+        drop = next((w for w in result.warnings if w.kind == "perf-drop" and w.metric), None)
+        if drop is not None:
+            return Target(perf=f"{drop.suite} {drop.test}:{drop.metric}", suite="perf"), \
+                f"perf drop: {drop.message}"
+    for crash in result.crashes:
+        if not crash.counts:
+            continue
+        blamed = crash.suspected_patch
+        if blamed is not None and blamed.patch is not None:
+            continue                     # one patch is to blame already
+        return Target(crash=crash.signature or crash.title), f"crash: {crash.title}"
+    return None
+
+
+def wanted(plan: Plan, result: RunResult) -> bool:
+    return bool(plan.bisect and plan.series and result.exit_code == EXIT_FAIL
+                and result.patches)
+
+
+def after_run(plan: Plan, result: RunResult, runs_dir: Path, cache: Cache,
+              console: Console, history_db: Path | None = None) -> RunResult:
+    """Bisect the series of a finished run when the plan asks for it and the
+    run failed; the run's results.json, junit.xml and history entry then
+    carry the answer. Returns the (updated) result."""
+    if not wanted(plan, result):
+        return result
+    found = target_for(result)
+    run_dir = runs_dir / result.run_id
+    if found is None:
+        console.print("bisect: the run failed, but not in a test, a perf drop or a "
+                      "crash a bisect could place; nothing to bisect")
+        return result
+    target, why = found
+    console.print(f"[bold]bisect[/] inside the series: {escape(why)}")
+    step_plan = dataclasses.replace(plan, bisect=False, per_patch=False)
+    start = time.monotonic()
+    try:
+        rng = SeriesRange(step_plan, runs_dir / ".bisect-series")
+        seed = search.Step(result.kernel.series_top, len(rng.labels) - 1, search.BAD,
+                           runs=1, bad_runs=1, run_dirs=[str(run_dir)],
+                           note=f"the run that failed: {why}")
+        report = session.bisect(step_plan, rng, target, plan.bisect_repeat, runs_dir,
+                                cache, console, seed=seed)
+    except HarnessError as exc:
+        console.print(f"[bold red]bisect failed:[/] {escape(str(exc))}")
+        report = {"target": dataclasses.asdict(target), "message": f"bisect failed: {exc}",
+                  "steps": []}
+    except KeyboardInterrupt:
+        console.print("bisect interrupted: `harness bisect --from "
+                      f"{escape(str(run_dir))}` resumes it")
+        return result
+    result.bisect = record_of(report, time.monotonic() - start)
+    _blame_crashes(result, report, rng.patches if report.get("first_bad") else [])
+    write_json(result, run_dir / "results.json")
+    write_junit(result, run_dir / "junit.xml")
+    try:
+        history.record(history_db or history.default_path(runs_dir), result, run_dir)
+    except HarnessError as exc:
+        console.print(f"history not updated: {escape(str(exc))}")
+    console.print(escape(bisect_line(result.bisect, len(rng.patches))), soft_wrap=True)
+    return result
+
+
+def record_of(report: dict, seconds: float) -> BisectResult:
+    steps = [BisectStepRecord(**step) for step in report.get("steps", [])]
+    return BisectResult(target={k: v for k, v in report.get("target", {}).items() if v},
+                        message=report.get("message", ""),
+                        first_bad=report.get("first_bad"),
+                        confidence=report.get("confidence", 0.0), steps=steps,
+                        noop=report.get("noop") or {}, directory=report.get("directory", ""),
+                        seconds=round(seconds, 1))
+
+
+def _blame_crashes(result: RunResult, report: dict, patches: list) -> None:
+    """A crash the bisect looked for is now blamed on the patch it found."""
+    first = report.get("first_bad")
+    crash_text = report.get("target", {}).get("crash")
+    if not first or not crash_text:
+        return
+    for crash in result.crashes:
+        if crash_text in (crash.signature, crash.title) and crash.counts:
+            earlier = crash.suspected_patch
+            crash.suspected_patch = SuspectedPatch(
+                first["index"], (first["index"],), "bisect",
+                f"bisect: patch {first['index']}/{len(patches)} \"{first['subject']}\" "
+                f"is the first with this crash"
+                + (f" (blame had said: {earlier.evidence})" if earlier else ""))
