@@ -142,7 +142,7 @@ def failed_run(run_dir: Path, target: Target, what: str,
         target = target_of(result)
         if target is None:
             raise PlanError(f"{what} {run_dir}: the run has no failed row and no crash: "
-                            "nothing to do (give --test or --crash)", EXIT_BAD_INPUT)
+                            "nothing to do (give --test, --crash or --perf)", EXIT_BAD_INPUT)
     return plan_mod.load(run_dir / "plan.yaml", overrides, as_run=True), result, target
 
 
