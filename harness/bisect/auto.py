@@ -76,9 +76,11 @@ def after_run(plan: Plan, result: RunResult, runs_dir: Path, cache: Cache,
     start = time.monotonic()
     try:
         rng = SeriesRange(step_plan, runs_dir / ".bisect-series")
-        seed = search.Step(result.kernel.series_top, len(rng.labels) - 1, search.BAD,
-                           runs=1, bad_runs=1, run_dirs=[str(run_dir)],
-                           note=f"the run that failed: {why}")
+        # a perf drop was measured against another run's baseline: the bisect
+        # measures the top again against its own good end
+        seed = None if target.perf else search.Step(
+            result.kernel.series_top, len(rng.labels) - 1, search.BAD, runs=1, bad_runs=1,
+            run_dirs=[str(run_dir)], note=f"the run that failed: {why}")
         report = session.bisect(step_plan, rng, target, plan.bisect_repeat, runs_dir,
                                 cache, console, seed=seed)
     except HarnessError as exc:

@@ -18,7 +18,7 @@ from ..cache import Cache
 from ..errors import (EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError,
                       PlanError)
 from . import session
-from .steps import GitRange, SeriesRange, Target, failed_run
+from .steps import GitRange, SeriesRange, Target, failed_run, perf_target, suite_of_glob
 
 
 def add_parser(sub) -> None:
@@ -27,8 +27,11 @@ def add_parser(sub) -> None:
         description="Ranges: --series S (the base is good, the top bad, one step per "
                     "patch), --tree T --good G --bad B (a git range), or --from RUN_DIR (a "
                     "failed run's plan, series and failure). A step builds, boots and runs "
-                    "the plan's suites --repeat times: bad as soon as the target fails once, "
-                    "good when it never does, skipped when the build or the harness failed. "
+                    "the suite of the target --repeat times (only the target's rows when it "
+                    "names them): bad as soon as the target fails once, good when it never "
+                    "does, skipped when the build or the harness failed. A --perf target is "
+                    "judged on the median of all --repeat runs against the good end's "
+                    "(measured first), with the plan's perf.threshold_percent. "
                     "Exit codes: 0 found, 1 not found (ends not as expected, or only "
                     "skipped commits left), 2 bad input, 3 infrastructure error.")
     parser.add_argument("--series", nargs="+", metavar="SERIES", default=None)
@@ -41,8 +44,14 @@ def add_parser(sub) -> None:
                         help="the target: rows (name or 'suite name') that fail or error")
     parser.add_argument("--crash", default="", metavar="TEXT",
                         help="the target: a crash whose title or signature contains TEXT")
+    parser.add_argument("--perf", default="", metavar="ROW:METRIC",
+                        help="the target: a perf row (name or 'perf name', a glob) whose "
+                             "throughput_*/latency_* METRIC is worse than at the good end "
+                             "by more than perf.threshold_percent, e.g. "
+                             "'test_tcp_iperf3:throughput_mbit_s' (split at the last colon)")
     parser.add_argument("--repeat", type=int, default=3, metavar="N",
-                        help="runs per step before a commit is called good (default 3)")
+                        help="runs per step before a commit is called good (default 3); "
+                             "with --perf every step does all N")
     parser.add_argument("--plan", default=None, help="plan YAML (default quickstart)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a plan key; repeatable")
@@ -68,15 +77,22 @@ def _setup(args) -> tuple[plan_mod.Plan, SeriesRange | GitRange, Target]:
     target = Target(args.test, args.crash)
     if args.repeat < 1:
         raise PlanError("--repeat: at least 1", EXIT_BAD_INPUT)
+    if args.perf:
+        if args.test or args.crash:
+            raise PlanError("--perf is a target of its own: not with --test or --crash",
+                            EXIT_BAD_INPUT)
+        target = perf_target(args.perf)
     if args.from_run:
         plan, _, target = failed_run(args.from_run, target, "--from", args.overrides)
     else:
         plan = plan_mod.load(args.plan, args.overrides)
     if args.series:
         plan = dataclasses.replace(plan, series=tuple(args.series), per_patch=False)
-    if not (target.test or target.crash):
-        raise PlanError("give the target: --test GLOB or --crash TEXT (or --from RUN_DIR "
-                        "of a failed run)", EXIT_BAD_INPUT)
+    if not (target.test or target.crash or target.perf):
+        raise PlanError("give the target: --test GLOB, --crash TEXT or --perf ROW:METRIC (or "
+                        "--from RUN_DIR of a failed run)", EXIT_BAD_INPUT)
+    if target.test and not target.suite:
+        target = dataclasses.replace(target, suite=suite_of_glob(target.test))
     work = args.runs_dir / ".bisect-series"
     if args.tree or args.good or args.bad:
         if not (args.tree and args.good and args.bad):

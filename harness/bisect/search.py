@@ -3,7 +3,10 @@ from a known-good one to a known-bad one, ask an oracle about one commit at a
 time and find the first bad one.
 
 Both ends are asked first (ktest.pl's BISECT_CHECK): a good end that is bad,
-or a bad end that is good, stops the bisect instead of guessing. A step the
+or a bad end that is good, stops the bisect instead of guessing. The bad end
+goes first (a target that does not fail there needs no more steps), unless
+the good end must be measured before anything can be judged (a perf target:
+its value there is the reference). A step the
 oracle cannot decide (the build failed, the harness hit an infrastructure
 error, the target did not run) is a skip, never good or bad (`git bisect
 skip`): the search tries the nearest other candidate, and when only skipped
@@ -29,6 +32,7 @@ class Step:
     seconds: float = 0.0
     run_dirs: list[str] = field(default_factory=list)
     note: str = ""           # why a skip, or what the runs disagreed on
+    values: list[float] = field(default_factory=list)   # perf target: one per run
 
 
 @dataclass
@@ -67,10 +71,13 @@ def bounds(state: State) -> tuple[int, int]:
 
 
 def run(state: State, oracle: Callable[[int], Step],
-        save: Callable[[State], None] = lambda state: None) -> Outcome:
-    """Bisect: `oracle(index)` runs one step; `save` keeps the state after each."""
+        save: Callable[[State], None] = lambda state: None,
+        good_first: bool = False) -> Outcome:
+    """Bisect: `oracle(index)` runs one step; `save` keeps the state after
+    each; `good_first`: ask the good end before the bad end."""
     last = len(state.commits) - 1
-    for index, wanted in ((last, BAD), (0, GOOD)):
+    ends = ((last, BAD), (0, GOOD))
+    for index, wanted in (ends[::-1] if good_first else ends):
         if state.verdict_of(index) is None:
             state.steps.append(oracle(index))
             save(state)
@@ -100,11 +107,13 @@ def confidence(state: State, outcome: Outcome) -> float:
     """How far the repeats agree: 1.0 when the first bad failed in every run
     and every good step passed in every run it had; each disagreement (a
     good step with a bad run cannot happen — that step is bad — so: a bad
-    step whose runs did not all fail) lowers it."""
+    step whose runs did not all fail, or for a perf target were not all worse
+    alone) lowers it."""
     if outcome.first_bad is None:
         return 0.0
     score = 1.0
     for step in state.steps:
-        if step.verdict == BAD and step.runs:
-            score *= step.bad_runs / step.runs
+        judged = len(step.values) or step.runs     # a perf step: the runs with a value
+        if step.verdict == BAD and judged:
+            score *= step.bad_runs / judged
     return round(score, 2)

@@ -1,6 +1,7 @@
 """One bisect from start to report: its directory `<runs-dir>/bisect-<key>`
 (the key a hash of the range, target, plan and repeats; the same bisect
-resumes from `bisect.json` there), the search, and the report with its
+resumes from `bisect.json` there, a perf target's reference too: the good
+end's values are in its step), the search, and the report with its
 evidence and the no-op check. `harness bisect` and the automatic bisect of a
 failing series (`--bisect`) both call `bisect()`."""
 from __future__ import annotations
@@ -17,7 +18,7 @@ from ..cache import Cache, digest, write_atomic
 from ..plan import Plan
 from ..results.model import RunResult
 from . import search
-from .steps import Target, make_oracle
+from .steps import Target, make_oracle, perf_reference
 
 STATE = "bisect.json"
 
@@ -28,7 +29,11 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
     `seed`: a step already known (the failed run that asked for the bisect)
     a new bisect starts from. KeyboardInterrupt propagates after the state
     is saved and the user told how to resume."""
-    key = digest(rng.labels, target, plan.to_dict(), repeat)[:10]
+    if target.perf and not target.threshold_percent:
+        target = dataclasses.replace(target, threshold_percent=plan.perf.threshold_percent)
+    # the reference is learnt on the way (the good end's runs, kept in the state)
+    key = digest(rng.labels, dataclasses.asdict(dataclasses.replace(target, reference=None)),
+                 plan.to_dict(), repeat)[:10]
     workdir = runs_dir / f"bisect-{key}"
     workdir.mkdir(parents=True, exist_ok=True)
     state_file = workdir / STATE
@@ -40,13 +45,14 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
     console.print(f"bisect over {len(rng.labels) - 1} change(s), target: "
                   f"{escape(target.describe())}; steps in {escape(str(workdir))}")
     oracle = make_oracle(rng, target, repeat, workdir / "runs", cache,
-                         lambda text: console.print(escape(text)), workdir / "steps.log")
+                         lambda text: console.print(escape(text)), workdir / "steps.log",
+                         reference=lambda: perf_reference(state))
 
     def save(current: search.State) -> None:
         write_atomic(state_file, json.dumps(_report(current, None, rng, target), indent=1))
 
     try:
-        outcome = search.run(state, oracle, save)
+        outcome = search.run(state, oracle, save, good_first=bool(target.perf))
     except KeyboardInterrupt:
         console.print(f"interrupted: {len(state.steps)} step(s) kept in "
                       f"{escape(str(state_file))}; the same command resumes")
@@ -54,6 +60,9 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
     report = _report(state, outcome, rng, target, cache)
     report["directory"] = str(workdir)
     write_atomic(state_file, json.dumps(report, indent=1))
+    if target.perf and perf_reference(state) is not None:
+        console.print(escape(f"reference: {target.perf_metric} "
+                             f"{perf_reference(state):g} at the good end"))
     if not report.get("first_bad"):
         console.print(escape(report["message"]), soft_wrap=True)
     else:
@@ -76,6 +85,8 @@ def _load_state(path: Path, labels: list[str]) -> search.State:
 
 def _report(state: search.State, outcome: search.Outcome | None, rng, target: Target,
             cache: Cache | None = None) -> dict:
+    if target.perf:
+        target = dataclasses.replace(target, reference=perf_reference(state))
     report = {"range": state.commits, "target": dataclasses.asdict(target),
               "steps": [dataclasses.asdict(s) for s in state.steps]}
     if outcome is None:

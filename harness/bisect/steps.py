@@ -1,11 +1,17 @@
-"""One bisect step: the plan for one commit of the range, run `repeat` times
+"""One bisect step: the plan for one commit of the range, narrowed to what
+produces the target (its suite, its rows: narrow()), run `repeat` times
 through the ordinary runner (each run a run directory of its own: the
 evidence), each run classified against the target.
 
 A commit is bad as soon as one run shows the target failing (the failure
 reproduced there); it is good only when every one of its runs passed the
 target; a run that could not say (the build failed, an infrastructure error,
-the target's rows did not run) makes the step a skip. Two ranges exist: the
+the target's rows did not run) makes the step a skip. A perf target
+(ROW:METRIC) is judged on numbers: every run of a step is done and the step
+is bad when the median of its values is worse than the good end's median
+(measured first) by more than the plan's perf.threshold_percent; a run
+without the value (the row failed or did not run) is left out, a step with
+none is a skip. Two ranges exist: the
 patches of a series (the base is good, the top is bad; a step applies the
 first k patches, in the plan's own tree, so builds stay incremental), and a
 git range of a tree (`git rev-list --first-parent good..bad`)."""
@@ -27,34 +33,100 @@ from .. import runner, series
 from ..cache import Cache, digest, file_digest
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, PlanError
 from ..plan import Plan
+from ..results.baseline import SUITE as PERF_SUITE
+from ..results.baseline import direction, median, worse_percent
 from ..results.model import RunResult
 from ..results.reproducer import numbered
 from ..source import git
+from ..suites import registry
 from .search import BAD, GOOD, SKIP, Step
+
+FAILED = ("fail", "error")
 
 
 @dataclass(frozen=True)
 class Target:
-    """What makes a run bad: failing rows matching `test`, or a crash whose
-    title or signature contains `crash`."""
+    """What makes a run bad: failing rows matching `test`, a crash whose
+    title or signature contains `crash`, or (`perf`: "ROW:METRIC") the
+    metric of the row worse than `reference`, the good end's median, by more
+    than `threshold_percent`. `suite`: the suite whose rows make the target
+    ("" unknown): a bisect step runs only that suite (narrow())."""
     test: str = ""
     crash: str = ""
+    perf: str = ""
+    suite: str = ""
+    threshold_percent: float = 0.0
+    reference: float | None = None
+
+    @property
+    def perf_row(self) -> str:
+        return self.perf.rpartition(":")[0]
+
+    @property
+    def perf_metric(self) -> str:
+        return self.perf.rpartition(":")[2]
 
     def describe(self) -> str:
+        perf = ""
+        if self.perf:
+            what = "lower" if direction(self.perf_metric) > 0 else "higher"
+            than = ("the good end's median" if self.reference is None else
+                    f"{self.reference:g} (the good end's median)")
+            perf = (f"{self.perf_row} {self.perf_metric} more than "
+                    f"{self.threshold_percent:g}% {what} than {than}")
         return " and ".join(filter(None, [f"rows matching {self.test!r} fail"
                                           if self.test else "",
                                           f"a crash matching {self.crash!r}"
-                                          if self.crash else ""]))
+                                          if self.crash else "", perf]))
+
+
+def perf_target(spec: str) -> Target:
+    """The target of `--perf ROW:METRIC` (split at the last colon: rows'
+    names may hold colons); exit 2 for anything else."""
+    row, colon, metric = spec.rpartition(":")
+    if not colon or not row.strip() or not metric.strip():
+        raise PlanError(f"--perf {spec!r}: expected ROW:METRIC, a perf row (name or "
+                        "'perf name', a glob) and one of its metrics, e.g. "
+                        "'test_tcp_iperf3:throughput_mbit_s'", EXIT_BAD_INPUT)
+    if not direction(metric.strip()):
+        raise PlanError(f"--perf {spec!r}: {metric.strip()!r} is not a compared metric (a "
+                        "throughput_* or latency_* one, e.g. throughput_mbit_s)",
+                        EXIT_BAD_INPUT)
+    return Target(perf=f"{row.strip()}:{metric.strip()}", suite=PERF_SUITE)
+
+
+def suite_of_glob(glob: str) -> str:
+    """The suite a row glob names with its first word ("verbs-smoke test_*"),
+    if that word is a suite's name; else ""."""
+    first, space, _ = glob.partition(" ")
+    return first if space and first in registry.suites() else ""
 
 
 def target_of(result: RunResult) -> Target | None:
     """What failed in a run: its first crash that counts, else its first
-    failed row; None for a run without a failure."""
+    failed row (its exact name, and its suite); None for a run without a
+    failure."""
     crashed = [c for c in result.crashes if c.counts]
     if crashed:
         return Target(crash=crashed[0].signature or crashed[0].title)
-    failed = [t for t in result.tests if t.status in ("fail", "error")]
-    return Target(test=failed[0].name) if failed else None
+    failed = [t for t in result.tests if t.status in FAILED]
+    return Target(test=failed[0].name, suite=failed[0].suite) if failed else None
+
+
+def narrow(plan: Plan, target: Target) -> Plan:
+    """The plan of a bisect step runs only what produces the target: its
+    suite and its rows (plan key select). A crash may come from any suite:
+    nothing is narrowed; a --test glob of no known suite selects its rows
+    among the plan's suites."""
+    if target.crash or not (target.test or target.perf):
+        return plan
+    glob = target.perf_row if target.perf else target.test
+    suite = PERF_SUITE if target.perf else target.suite
+    if not suite:
+        return dataclasses.replace(plan, select=(glob,))
+    if not glob.startswith(f"{suite} "):
+        glob = f"{suite} {glob}"
+    return dataclasses.replace(plan, suites=(suite,), select=(glob,))
 
 
 def failed_run(run_dir: Path, target: Target, what: str,
@@ -66,11 +138,11 @@ def failed_run(run_dir: Path, target: Target, what: str,
         raise PlanError(f"{what} {run_dir}: not a run directory (no results.json and "
                         "plan.yaml)", EXIT_BAD_INPUT)
     result = RunResult.load(run_dir / "results.json")
-    if not (target.test or target.crash):
+    if not (target.test or target.crash or target.perf):
         target = target_of(result)
         if target is None:
             raise PlanError(f"{what} {run_dir}: the run has no failed row and no crash: "
-                            "nothing to do (give --test or --crash)", EXIT_BAD_INPUT)
+                            "nothing to do (give --test, --crash or --perf)", EXIT_BAD_INPUT)
     return plan_mod.load(run_dir / "plan.yaml", overrides, as_run=True), result, target
 
 
@@ -81,6 +153,71 @@ def matching_rows(result: RunResult, glob: str) -> list:
             or fnmatch.fnmatchcase(f"{t.suite} {t.name}", glob)]
 
 
+def _before_tests(result: RunResult) -> str:
+    """Why the target could not show either way, when a stage before the
+    tests failed; else ""."""
+    failed_stage = next((s for s in result.stages if s.status != "pass"), None)
+    if failed_stage is None or failed_stage.name == "test":
+        return ""
+    return (f"{failed_stage.name} {failed_stage.status}: "
+            f"{(failed_stage.message.splitlines() or [''])[0][:120]}")
+
+
+def perf_value(result: RunResult, target: Target) -> tuple[float | None, str]:
+    """The perf target's value in one run (its first matching row with the
+    metric), or None and why there is none: the row did not run, has no
+    such metric, or failed (the target is the number, not the row)."""
+    before = _before_tests(result)
+    if before:
+        return None, before
+    metric = target.perf_metric
+    rows = [t for t in matching_rows(result, target.perf_row)
+            if not target.suite or t.suite == target.suite]
+    row = next((t for t in rows if metric in t.metrics), None)
+    failed = next((t for t in rows if t.status in FAILED), None)
+    if row is not None and row.status not in FAILED:
+        return row.metrics[metric], ""
+    if failed is not None:
+        return None, f"{failed.suite} {failed.name}: {failed.status} (no {metric} to judge)"
+    if rows:
+        return None, f"{rows[0].suite} {rows[0].name} gave no {metric}"
+    if result.exit_code == EXIT_INFRA:
+        return None, f"infrastructure error before the target ran: {result.error}"
+    return None, f"no row matching {target.perf_row!r} ran"
+
+
+def judge(target: Target, values: list[float]) -> tuple[str, int, str]:
+    """(good | bad, how many of the runs alone were worse, a note with the
+    values) for a perf target's values at one commit: bad when their median
+    is worse than the reference by more than the threshold."""
+    metric, reference = target.perf_metric, target.reference
+    if reference is None or reference <= 0:
+        return SKIP, 0, (f"no {metric} to compare with: the good end's is "
+                         f"{'unknown' if reference is None else f'{reference:g}'}")
+
+    def worse(value: float) -> float:
+        found = worse_percent(metric, value, reference)
+        return 0.0 if found is None else found
+
+    value = median(values)
+    verdict = BAD if worse(value) > target.threshold_percent else GOOD
+    bad_runs = sum(1 for v in values if worse(v) > target.threshold_percent)
+    change = (value - reference) / reference * 100
+    return verdict, bad_runs, (
+        f"{metric} {value:g} (median of {', '.join(f'{v:g}' for v in values)}): "
+        f"{abs(change):.0f}% {'higher' if change >= 0 else 'lower'} than the good end's "
+        f"{reference:g}")
+
+
+def perf_reference(state) -> float | None:
+    """The reference of a perf target: the median of the good end's values,
+    once it was measured (kept in the bisect state)."""
+    good_end = next((s for s in state.steps if s.index == 0), None)
+    if good_end is None or good_end.verdict != GOOD or not good_end.values:
+        return None
+    return median(good_end.values)
+
+
 def classify(result: RunResult, target: Target) -> tuple[str, str]:
     """(good | bad | skip, why) for one finished run."""
     crashes = [c for c in result.crashes if not c.waived]
@@ -88,14 +225,21 @@ def classify(result: RunResult, target: Target) -> tuple[str, str]:
                             for c in crashes):
         return BAD, "crash: " + next(c.title for c in crashes
                                      if target.crash in c.title or target.crash in c.signature)
+    if target.perf:
+        value, why = perf_value(result, target)
+        if value is None:
+            return SKIP, why
+        if target.reference is None:
+            return GOOD, f"{target.perf_metric} {value:g}"
+        verdict, _, note = judge(target, [value])
+        return verdict, note
     # a stage before the tests failed: the target could not show either way
-    failed_stage = next((s for s in result.stages if s.status != "pass"), None)
-    if failed_stage is not None and failed_stage.name != "test":
-        return SKIP, f"{failed_stage.name} {failed_stage.status}: " \
-                     f"{(failed_stage.message.splitlines() or [''])[0][:120]}"
+    before = _before_tests(result)
+    if before:
+        return SKIP, before
     if target.test:
         rows = matching_rows(result, target.test)
-        bad = [t for t in rows if t.status in ("fail", "error")]
+        bad = [t for t in rows if t.status in FAILED]
         if bad:
             return BAD, f"{bad[0].suite} {bad[0].name}: {bad[0].status}"
         if not rows:
@@ -182,10 +326,15 @@ class GitRange:
 
 
 def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
-                say: Callable[[str], None], log: Path) -> Callable[[int], Step]:
-    """oracle(index): run the plan for that commit up to `repeat` times."""
+                say: Callable[[str], None], log: Path,
+                reference: Callable[[], float | None] = lambda: None
+                ) -> Callable[[int], Step]:
+    """oracle(index): run the plan for that commit (narrowed to the target)
+    up to `repeat` times. A test or crash target: bad at the first bad run.
+    A perf target: every run is done and the step judged on their median
+    against `reference()` (the good end's median; index 0 measures it)."""
     def oracle(index: int) -> Step:
-        plan = dataclasses.replace(rng.plan_for(index),
+        plan = dataclasses.replace(narrow(rng.plan_for(index), target),
                                    name=f"{rng.plan.name}-bisect-{index}")
         step = Step(rng.labels[index], index, GOOD)
         start = time.monotonic()
@@ -196,13 +345,25 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
                                                                    highlight=False))
             if (result.error or "").startswith("interrupted by"):
                 raise KeyboardInterrupt(result.error)     # the user stops the bisect
-            verdict, why = classify(result, target)
             step.runs += 1
             step.run_dirs.append(str(runs_dir / result.run_id))
-            say(f"  {rng.labels[index][:12]} run {attempt}/{repeat}: {verdict}"
-                + (f" ({why})" if why else "") + f", {result.run_id}")
             if result.kernel.series_top or result.kernel.commit:
                 step.commit = result.kernel.series_top or result.kernel.commit
+            if target.perf:
+                value, why = perf_value(result, target)
+                say(f"  {rng.labels[index][:12]} run {attempt}/{repeat}: "
+                    + (f"{target.perf_metric} {value:g}" if value is not None
+                       else f"skip ({why})") + f", {result.run_id}")
+                if value is None:
+                    notes.append(f"run {attempt}: {why}")
+                    if _before_tests(result):
+                        break        # the build or boot failed: more runs will too
+                else:
+                    step.values.append(value)
+                continue
+            verdict, why = classify(result, target)
+            say(f"  {rng.labels[index][:12]} run {attempt}/{repeat}: {verdict}"
+                + (f" ({why})" if why else "") + f", {result.run_id}")
             if verdict == SKIP:
                 step.verdict, step.note = SKIP, why
                 break
@@ -211,6 +372,28 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
                 notes.append(why)
                 break        # reproduced here: more runs cannot make it good
         step.seconds = round(time.monotonic() - start, 1)
+        if target.perf:
+            _judge_step(step, target, reference(), notes)
+            say(f"  {rng.labels[index][:12]}: {step.verdict}" + (f" ({notes[0]})"
+                                                                 if notes else ""))
         step.note = step.note or "; ".join(notes)
         return step
     return oracle
+
+
+def _judge_step(step: Step, target: Target, reference: float | None,
+                notes: list[str]) -> None:
+    """A perf step's verdict from its runs' values: the good end's values
+    are the reference (good when there are any); a step without a value is
+    a skip."""
+    if not step.values:
+        step.verdict = SKIP
+        return
+    if step.index == 0:
+        step.verdict = GOOD
+        notes.insert(0, f"reference {target.perf_metric} {median(step.values):g} (median of "
+                        + ", ".join(f"{v:g}" for v in step.values) + ")")
+        return
+    step.verdict, step.bad_runs, note = judge(
+        dataclasses.replace(target, reference=reference), step.values)
+    notes.insert(0, note)

@@ -12,6 +12,7 @@ Earlier runs are read with `RunResult.load`, which drops what it cannot trust
 (a metric that is not a number, a row without a name)."""
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 from ..errors import PlanError
@@ -31,6 +32,24 @@ def direction(metric: str) -> int:
     if metric.startswith("latency_"):
         return -1
     return 0
+
+
+def median(values: list[float] | tuple[float, ...]) -> float:
+    """The median of some measurements (the mean of the middle two for an
+    even count). Raises ValueError for none."""
+    if not values:
+        raise ValueError("the median of no values")
+    return float(statistics.median(values))
+
+
+def worse_percent(metric: str, value: float, base: float) -> float | None:
+    """How much worse `value` is than `base` for `metric`, in percent of
+    `base` (negative: better); None when the metric is not compared or the
+    base is not positive."""
+    if not direction(metric) or base <= 0:
+        return None
+    change = (value - base) / base * 100
+    return -change if direction(metric) > 0 else change
 
 
 def perf_metrics(tests: list[TestRecord]) -> dict[str, dict[str, float]]:
@@ -67,12 +86,10 @@ def compare(current: dict[str, dict[str, float]], baseline: dict[str, dict[str, 
     for row, metrics in current.items():
         for metric, value in metrics.items():
             base = baseline.get(row, {}).get(metric)
-            if base is None or base <= 0:
+            worse = None if base is None else worse_percent(metric, value, base)
+            if worse is None or worse <= threshold_percent:
                 continue
             change = (value - base) / base * 100
-            worse = -change if direction(metric) > 0 else change
-            if worse <= threshold_percent:
-                continue
             what = "lower" if direction(metric) > 0 else "higher"
             warnings.append(WarningRecord(
                 kind="perf-drop", test=row, metric=metric, value=value, baseline=base,

@@ -213,6 +213,7 @@ class BisectStepRecord:
     seconds: float = 0.0
     run_dirs: list[str] = field(default_factory=list)
     note: str = ""
+    values: list[float] = field(default_factory=list)    # a perf target's, one per run
 
 
 @dataclass

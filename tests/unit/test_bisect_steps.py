@@ -101,7 +101,7 @@ def test_a_series_range_applies_the_first_k_patches(tmp_path):
 
 def args(tmp_path, **extra) -> argparse.Namespace:
     base = dict(series=None, tree=None, good=None, bad=None, from_run=None, test="",
-                crash="", repeat=3, plan=None, overrides=[], runs_dir=tmp_path / "runs",
+                crash="", perf="", repeat=3, plan=None, overrides=[], runs_dir=tmp_path / "runs",
                 cache_dir=tmp_path / "cache")
     return argparse.Namespace(**{**base, **extra})
 

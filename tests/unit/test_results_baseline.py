@@ -197,3 +197,19 @@ def test_a_drop_that_fails_the_run_is_shown_as_a_regression(tmp_path):
     assert "perf regression perf: test_rdma[ib_write_bw] throughput_mbit_s 4 is 50% lower" \
         in out.getvalue()
     assert RunResult.from_dict(now.to_dict()).perf.fails_run is True
+
+
+def test_the_median_of_measurements():
+    assert baseline.median([3.0, 1.0, 2.0]) == 2.0
+    assert baseline.median([4.0, 1.0, 2.0, 10.0]) == 3.0
+    assert baseline.median((5,)) == 5.0
+    with pytest.raises(ValueError):
+        baseline.median([])
+
+
+def test_how_much_worse_follows_the_metric_direction():
+    assert baseline.worse_percent("throughput_mbit_s", 60.0, 100.0) == 40.0
+    assert baseline.worse_percent("latency_usec_avg", 150.0, 100.0) == 50.0
+    assert baseline.worse_percent("latency_usec_avg", 50.0, 100.0) == -50.0
+    assert baseline.worse_percent("cpu_client_percent", 1.0, 100.0) is None
+    assert baseline.worse_percent("throughput_mbit_s", 1.0, 0.0) is None

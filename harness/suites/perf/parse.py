@@ -1,11 +1,13 @@
-"""The perf suite's parsers: perftest, iperf3 and qperf output -> metrics.
-Pure functions, tested on captured output (tests/unit/suites/test_perf_parse.py
+"""The perf suite's parsers: perftest, iperf3 and qperf output -> metrics,
+and the metrics of a measurement repeated (perf.repeat) -> one row's. Pure
+functions, tested on captured output (tests/unit/suites/test_perf_parse.py
 on tests/data/perf/)."""
 from __future__ import annotations
 
 import json
 import re
 
+from harness.results.baseline import direction, median
 from harness.suites.pair import REPORT_MARK
 
 _MBIT_PER_UNIT = {           # perftest's bandwidth units -> 10^6 bit/s
@@ -125,4 +127,25 @@ def parse_qperf(output: str) -> dict[str, float]:
                         ("rem_cpus_used", "cpu_server_percent")):
         if key in fields:
             metrics[metric] = fields[key][0]
+    return metrics
+
+
+def combine_runs(samples: list[dict[str, float]]) -> dict[str, float]:
+    """One row's metrics from the runs of its measurement (perf.repeat): each
+    metric's median over the runs that gave it. With more than one run the
+    spread of the compared metrics (throughput, latency) is added as
+    min_<metric> and max_<metric>, and `runs` counts them: names that start
+    with neither throughput_ nor latency_, so no comparison reads them."""
+    if len(samples) <= 1:
+        return dict(samples[0]) if samples else {}
+    values: dict[str, list[float]] = {}
+    for sample in samples:
+        for name, value in sample.items():
+            values.setdefault(name, []).append(float(value))
+    metrics = {name: round(median(found), 3) for name, found in values.items()}
+    for name, found in values.items():
+        if direction(name):
+            metrics[f"min_{name}"] = min(found)
+            metrics[f"max_{name}"] = max(found)
+    metrics["runs"] = float(len(samples))
     return metrics

@@ -14,18 +14,24 @@ form one table (RDMA vs TCP):
       whose server polls receives: the passive side of a one-sided write/read
       reports nothing meaningful)
 ib_read_lat's latency is a round trip; ib_write_lat and qperf tcp_lat report
-half a round trip. A later run compares these against a baseline run
-(harness/results/baseline.py): large drops are warnings, never failures.
+half a round trip. With perf.repeat N > 1 every row runs its tool N times
+and its metrics are the medians over the runs, with min_/max_<metric> for
+the spread of throughput and latency and `runs`; a run that fails fails the
+row (its message lists what the runs before it measured). A later run
+compares these against a baseline run (harness/results/baseline.py): large
+drops are warnings, never failures.
 
 The parsers are in parse.py; the servers and clients run with pair.run_pair
 (a server is stopped by its pid once its client is done or failed)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import pytest
 
-from harness.suites.perf.parse import parse_iperf3, parse_perftest, parse_qperf, split_json_report
+from harness.suites.perf.parse import (combine_runs, parse_iperf3, parse_perftest, parse_qperf,
+                                       split_json_report)
 from harness.suites.registry import of_file
 from harness.suites.rxe_fabric import DEV, client_server, fabric  # noqa: F401 (fixture)
 
@@ -72,6 +78,25 @@ def _record(record_property, metrics: dict[str, float]) -> None:
         record_property(f"metric.{name}", float(value))
 
 
+def measure(repeat: int, once: Callable[[], dict[str, float]]) -> dict[str, float]:
+    """`once()` run `repeat` times (at least once): the row's metrics
+    (combine_runs). A failing run fails the row, naming which run it was
+    and what the runs before it measured."""
+    runs = max(1, repeat)
+    samples: list[dict[str, float]] = []
+    for attempt in range(1, runs + 1):
+        try:
+            samples.append(once())
+        except (AssertionError, ValueError) as exc:
+            if runs == 1:
+                raise
+            got = "; ".join(", ".join(f"{k}={v:g}" for k, v in s.items()) for s in samples)
+            raise AssertionError(f"run {attempt}/{runs} failed"
+                                 + (f" (earlier runs: {got})" if got else "")
+                                 + f": {exc}") from None
+    return combine_runs(samples)
+
+
 @pytest.mark.parametrize("tool", list(PERFTESTS))
 def test_rdma(fabric, ctx, out_json, tool, record_property):
     spec = PERFTESTS[tool]
@@ -86,38 +111,50 @@ def test_rdma(fabric, ctx, out_json, tool, record_property):
         report = reports[side]
         return base + (["--out_json", f"--out_json_file={report}"] if report else [])
 
-    client, served = _run(fabric, ctx, argv("server"), argv("client") + [server_node.l2_ip],
-                          reports=(reports["server"], reports["client"]))
-    assert client.ok, f"{tool} client failed:\n{client.describe()}"
-    assert served.ok, f"{tool} server failed:\n{served.describe()}"
-    metrics = parse_perftest(*split_json_report(client.stdout))
-    cpu = metrics.pop("cpu_percent", None)
-    if cpu is not None:
-        metrics["cpu_client_percent"] = cpu
-    if spec.server_cpu:
-        server_cpu = parse_perftest(*split_json_report(served.stdout)).get("cpu_percent")
-        if server_cpu is not None:
-            metrics["cpu_server_percent"] = server_cpu
-    _record(record_property, metrics)
     wanted = "throughput_mbit_s" if tool.endswith("_bw") else "latency_usec_avg"
-    assert wanted in metrics, f"{tool}: no {wanted} in the client's output:\n{client.stdout}"
+
+    def once() -> dict[str, float]:
+        client, served = _run(fabric, ctx, argv("server"), argv("client") + [server_node.l2_ip],
+                              reports=(reports["server"], reports["client"]))
+        assert client.ok, f"{tool} client failed:\n{client.describe()}"
+        assert served.ok, f"{tool} server failed:\n{served.describe()}"
+        metrics = parse_perftest(*split_json_report(client.stdout))
+        cpu = metrics.pop("cpu_percent", None)
+        if cpu is not None:
+            metrics["cpu_client_percent"] = cpu
+        if spec.server_cpu:
+            server_cpu = parse_perftest(*split_json_report(served.stdout)).get("cpu_percent")
+            if server_cpu is not None:
+                metrics["cpu_server_percent"] = server_cpu
+        assert wanted in metrics, f"{tool}: no {wanted} in the client's output:\n{client.stdout}"
+        return metrics
+
+    _record(record_property, measure(ctx.perf_repeat, once))
 
 
 def test_tcp_iperf3(fabric, ctx, record_property):
     record_property("node", fabric["client"].name)
     address = fabric["server"].l2_ip
-    client, served = _run(fabric, ctx, ["iperf3", "-s", "-1", "-B", address],
-                          ["iperf3", "-c", address, "-t", str(TCP_SECONDS), "-J"])
-    assert client.ok, f"iperf3 client failed:\n{client.describe()}"
-    assert served.ok, f"iperf3 server failed:\n{served.describe()}"
-    _record(record_property, parse_iperf3(client.stdout))
+
+    def once() -> dict[str, float]:
+        client, served = _run(fabric, ctx, ["iperf3", "-s", "-1", "-B", address],
+                              ["iperf3", "-c", address, "-t", str(TCP_SECONDS), "-J"])
+        assert client.ok, f"iperf3 client failed:\n{client.describe()}"
+        assert served.ok, f"iperf3 server failed:\n{served.describe()}"
+        return parse_iperf3(client.stdout)
+
+    _record(record_property, measure(ctx.perf_repeat, once))
 
 
 def test_tcp_qperf_latency(fabric, ctx, record_property):
     record_property("node", fabric["client"].name)
-    # qperf serves until it is stopped; 2-byte messages, as perftest's latency tests
-    client, _ = _run(fabric, ctx, ["qperf"],
-                     ["qperf", "-v", "-t", str(TCP_SECONDS), "-m", "2", fabric["server"].l2_ip,
-                      "tcp_lat"], quit_server=True)
-    assert client.ok, f"qperf client failed:\n{client.describe()}"
-    _record(record_property, parse_qperf(client.stdout))
+
+    def once() -> dict[str, float]:
+        # qperf serves until it is stopped; 2-byte messages, as perftest's latency tests
+        client, _ = _run(fabric, ctx, ["qperf"],
+                         ["qperf", "-v", "-t", str(TCP_SECONDS), "-m", "2",
+                          fabric["server"].l2_ip, "tcp_lat"], quit_server=True)
+        assert client.ok, f"qperf client failed:\n{client.describe()}"
+        return parse_qperf(client.stdout)
+
+    _record(record_property, measure(ctx.perf_repeat, once))

@@ -136,3 +136,49 @@ def test_qperf_failure_says_why():
 def test_qperf_latency_in_microseconds():
     text = read("qperf-tcp_lat.txt").replace("3.35 ms", "812 us")
     assert perf.parse_qperf(text)["latency_usec_avg"] == 812.0
+
+
+# ---- perf.repeat: one row from several runs -------------------------------------
+
+def test_one_run_is_the_row_as_it_was():
+    assert perf.combine_runs([{"throughput_mbit_s": 7.5, "cpu_client_percent": 99.0}]) == {
+        "throughput_mbit_s": 7.5, "cpu_client_percent": 99.0}
+    assert perf.combine_runs([]) == {}
+
+
+def test_several_runs_give_the_median_and_the_spread_of_compared_metrics():
+    runs = [{"throughput_mbit_s": 7.0, "cpu_client_percent": 90.0, "tcp_retransmits": 3.0},
+            {"throughput_mbit_s": 1.0, "cpu_client_percent": 95.0},
+            {"throughput_mbit_s": 8.0, "cpu_client_percent": 97.0, "tcp_retransmits": 5.0}]
+    metrics = perf.combine_runs(runs)
+    assert metrics == {"throughput_mbit_s": 7.0, "cpu_client_percent": 95.0,
+                       "tcp_retransmits": 4.0,      # the median of the runs that gave it
+                       "min_throughput_mbit_s": 1.0, "max_throughput_mbit_s": 8.0,
+                       "runs": 3.0}
+    from harness.results.baseline import direction
+    # the spread is never compared with a baseline (no second warning per drop)
+    assert [m for m in metrics if direction(m)] == ["throughput_mbit_s"]
+
+
+def test_a_repeated_measurement_runs_every_time_and_a_failing_run_fails_the_row():
+    from harness.suites.perf.test_perf import measure
+    values = iter([5.0, 9.0, 6.0, 1.0])
+    calls = []
+
+    def once():
+        calls.append(1)
+        return {"latency_usec_avg": next(values)}
+
+    assert measure(3, once)["latency_usec_avg"] == 6.0 and len(calls) == 3
+    assert measure(1, once) == {"latency_usec_avg": 1.0}
+
+    def failing_second():
+        if calls:
+            raise AssertionError("qperf client failed")
+        calls.append(1)
+        return {"latency_usec_avg": 4.0}
+
+    calls.clear()
+    with pytest.raises(AssertionError, match=r"run 2/3 failed \(earlier runs: "
+                                             r"latency_usec_avg=4\): qperf client failed"):
+        measure(3, failing_second)
