@@ -36,6 +36,7 @@ from ..plan import Plan
 from ..results.baseline import SUITE as PERF_SUITE
 from ..results.baseline import direction, median, worse_percent
 from ..results.model import RunResult
+from ..results import reproducer
 from ..results.reproducer import numbered
 from ..source import git
 from ..suites import registry
@@ -143,7 +144,12 @@ def failed_run(run_dir: Path, target: Target, what: str,
         if target is None:
             raise PlanError(f"{what} {run_dir}: the run has no failed row and no crash: "
                             "nothing to do (give --test, --crash or --perf)", EXIT_BAD_INPUT)
-    return plan_mod.load(run_dir / "plan.yaml", overrides, as_run=True), result, target
+    plan = plan_mod.load(run_dir / "plan.yaml", overrides, as_run=True)
+    # the series as the run applied it: the bundle's copies outlive patches/
+    bundled = reproducer.series_dirs(run_dir)
+    if plan.series and len(bundled) == len(plan.series):
+        plan = dataclasses.replace(plan, series=bundled)
+    return plan, result, target
 
 
 def matching_rows(result: RunResult, glob: str) -> list:

@@ -147,3 +147,15 @@ def test_a_bisect_without_an_answer_says_why():
                                       "is not good (bad)")
     suspect = auto.record_of({**REPORT, "noop": {"suspect": True, "why": "identical"}}, 1.0)
     assert bisect_line(suspect, 3).endswith("; suspect: identical")
+
+
+def test_a_perf_drop_is_measured_again_at_the_top_not_seeded(failed_run):
+    plan, result, runs, asked = failed_run
+    result.crashes = []
+    result.perf = PerfComparison(30.0, "base-run", fails_run=True)
+    result.warnings = [WarningRecord("perf-drop", "drop", suite="perf",
+                                     test="test_rdma[ib_send_bw]",
+                                     metric="throughput_mbit_s", value=-67.0)]
+    auto.after_run(plan, result, runs, Cache(runs / "cache"), Console(file=None))
+    assert asked["target"].perf == "perf test_rdma[ib_send_bw]:throughput_mbit_s"
+    assert asked["seed"] is None    # the baseline was another run: the good end decides

@@ -84,3 +84,12 @@ def test_a_run_directory_plan_names_its_source_file_and_still_loads(tmp_path):
     with pytest.raises(PlanError, match="unknown key 'source_file'"):
         plan_mod.load(directory / "plan.yaml")
     assert plan_mod.load(directory / "plan.yaml", as_run=True).series == ("demo-broken",)
+
+
+def test_bisect_from_a_run_directory_applies_the_bundled_series(tmp_path):
+    from harness.bisect.steps import failed_run
+    plan, _, target = failed_run(run_dir(tmp_path), Target(), "--from")
+    assert Path(plan.series[0]).parent == tmp_path / BROKEN.run_id / "reproducer" / "patches"
+    assert target.crash.startswith("warning|rxe_requester")
+    old, _, _ = failed_run(run_dir(tmp_path / "old", bundle=False), Target(), "--from")
+    assert old.series == ("demo-broken",)      # a run from before bundles: as it was run
