@@ -246,7 +246,7 @@ def test(run: Run) -> None:
             kernel_release=kb.build.release, modules=plan.modules or suites.DEFAULT_MODULES,
             waived=lambda c: waiver_for(plan, c.title, c.signature),
             module_cycles=plan.modules_cycles,
-            command_timeout=plan.test_timeout, artifacts=kb.artifacts,
+            command_timeout=plan.test_timeout, artifacts=kb.artifacts, select=plan.select,
             expectations=expectations.Expectations.resolve(
                 expectations.load(plan.suites, plan.expectations), kb.tree.path))
         result.expectations = sctx.expectations.summary()
