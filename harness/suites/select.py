@@ -26,7 +26,7 @@ def matches(globs: tuple[str, ...], suite: str, name: str) -> bool:
     return any(g in (name, full) or _glob(name, g) or _glob(full, g) for g in globs)
 
 
-def _literal_head(glob: str) -> str:
+def literal_head(glob: str) -> str:
     """The part of a glob before its first wildcard (brackets count as
     literal text: rows' names carry them)."""
     found = _WILDCARD.search(glob)
@@ -41,7 +41,7 @@ def could_match(globs: tuple[str, ...], suite: str, prefix: str) -> bool:
         return True
     for glob in globs:
         for candidate in (prefix, f"{suite} {prefix}"):
-            head = _literal_head(glob)
+            head = literal_head(glob)
             if head.startswith(candidate) or candidate.startswith(head):
                 return True
     return False
