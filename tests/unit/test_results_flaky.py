@@ -16,7 +16,6 @@ from rich.console import Console
 from harness.results import history
 from harness.results.compare import compare
 from harness.results.model import STATUSES, RunResult
-from harness.results.model import TestRecord as Record
 from harness.results.summary import print_summary
 from harness.results.verdict import decide, flaky_warnings
 from harness.results.writers import write_json, write_junit
