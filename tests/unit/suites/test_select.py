@@ -62,12 +62,12 @@ def test_other():
 
 
 def run_demo(tmp_path, select):
-    suite = tmp_path / "test_demo.py"
+    suite = tmp_path / "test_select_demo.py"
     suite.write_text(textwrap.dedent(SUITE))
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    subrows: rows\n")
     ctx = SuiteContext(nodes=[], kernel_release="7.2.13", modules=(), command_timeout=60,
                        select=select)
-    plugin = HarnessPlugin(ctx, {"test_demo.py": "demo"})
+    plugin = HarnessPlugin(ctx, {"test_select_demo.py": "demo"})
     code = pytest.main([str(suite), "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
                         "-c", str(tmp_path / "pytest.ini"), "--import-mode=importlib"],
                        plugins=[plugin, fixtures(ctx)])
