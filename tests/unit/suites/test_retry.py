@@ -143,3 +143,29 @@ def test_retries_through_the_plugin_run_only_the_failed_tests(tmp_path):
     assert asked == [("demo test_flaky", "demo test_broken"), ("demo test_broken",)]
     assert out[0].message.startswith("failed: AssertionError: first run fails")
     assert out[1].message.endswith("failed again on 2 retries")
+
+
+def test_the_pipeline_reruns_with_a_fresh_context_selecting_the_failed_rows(tmp_path,
+                                                                             monkeypatch):
+    from types import SimpleNamespace
+
+    from harness import pipeline, suites
+    from harness.plan import Plan
+    from harness.results.model import RunResult
+    from harness.suites.plugin import SuiteContext
+
+    asked = []
+
+    def run(names, ctx, log, on_result=None):
+        asked.append((names, ctx.select, list(ctx.records), log))
+        return [Record(PING.suite, PING.name, "node1", "pass", 1.0, provider="rxe")]
+
+    monkeypatch.setattr(suites, "run", run)
+    sctx = SuiteContext(nodes=[], kernel_release="7.2.13", modules=(), command_timeout=60,
+                        select=("verbs *",), records=[PING])
+    state = SimpleNamespace(plan=Plan(suites=("verbs",), retries=2),
+                            result=RunResult("r", "p", tests=[PING]), say=lambda text: None)
+    out = pipeline._retried(state, sctx, tmp_path / "pytest.log", None)
+    assert [r.status for r in out] == ["flaky"]
+    assert asked == [(("verbs",), (f"verbs {PING.name}",), [], tmp_path / "pytest.log")]
+    assert sctx.select == ("verbs *",) and sctx.records == [PING]     # untouched
