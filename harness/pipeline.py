@@ -10,6 +10,7 @@ directory, signals, the crash records, the verdict and the writers."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -24,7 +25,7 @@ from .results import reproducer
 from .results.model import (ConfigChange, KconfigResult, NodeRecord, PatchResult, RunResult,
                             SeriesResult, StageRecord)
 from .series import check as patchcheck
-from .suites import expectations
+from .suites import expectations, retry
 from .suites.plugin import SuiteContext, SuiteNode
 from .vm import topology
 from .vm.accel import choose as choose_accel
@@ -237,7 +238,8 @@ def boot(run: Run, img: image.GuestImage, moddisk: Path) -> None:
 
 
 def test(run: Run) -> None:
-    """The plan's suites against the booted nodes, under the hang watchdog."""
+    """The plan's suites against the booted nodes, under the hang watchdog;
+    with `retries`, the failed rows again (suites/retry.py: flaky or not)."""
     with run.stages("test"):
         plan, result, kb = run.plan, run.result, run.kernel
         sctx = SuiteContext(
@@ -247,14 +249,16 @@ def test(run: Run) -> None:
             waived=lambda c: waiver_for(plan, c.title, c.signature),
             module_cycles=plan.modules_cycles,
             perf_repeat=plan.perf.repeat,
-            command_timeout=plan.test_timeout, artifacts=kb.artifacts,
+            command_timeout=plan.test_timeout, artifacts=kb.artifacts, select=plan.select,
             expectations=expectations.Expectations.resolve(
                 expectations.load(plan.suites, plan.expectations), kb.tree.path))
         result.expectations = sctx.expectations.summary()
         shown = (run.progress or Progress()).for_tests()
+        log = run.logs / "pytest.log"
         with Watchdog(run.nodes, plan.vm.hang_timeout, on_hang=shown.hang):
-            result.tests = list(suites.run(plan.suites, sctx, run.logs / "pytest.log",
-                                           on_result=shown.row))
+            result.tests = list(suites.run(plan.suites, sctx, log, on_result=shown.row))
+            if plan.retries and not run.interrupted and all(n.alive() for n in run.nodes):
+                result.tests = _retried(run, sctx, log, shown.row)
         if run.interrupted:      # pytest swallowed the KeyboardInterrupt and returned
             raise Interrupted(run.interrupted)
         dead = [n for n in run.nodes if not n.alive()]
@@ -265,6 +269,18 @@ def test(run: Run) -> None:
                              + "; results of the tests that ran are kept", EXIT_INFRA)
         if not result.tests:
             raise HarnessError("the suites ran no test; see logs/pytest.log", EXIT_INFRA)
+
+
+def _retried(run: Run, sctx: SuiteContext, log: Path, on_result) -> list:
+    """The run's rows after the plan's `retries` (only while every node lives:
+    a death is the verdict's to judge, never retried away)."""
+    def rerun(names: tuple[str, ...], select: tuple[str, ...]) -> list:
+        ctx = dataclasses.replace(sctx, select=select, records=[])
+        return suites.run(names, ctx, log, on_result=on_result)
+
+    suite_of = {path.name: name for path, name in suites.suite_files(run.plan.suites).items()}
+    return retry.retry(run.result.tests, run.plan.retries, rerun, run.result.crashes,
+                       suite_of, run.say)
 
 
 def _death(node: QemuNode) -> str:

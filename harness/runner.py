@@ -28,7 +28,7 @@ from .results import baseline, history, reproducer
 from .results.crashes import Attribution, node_crashes
 from .results.model import RunResult
 from .results.summary import print_summary
-from .results.verdict import decide
+from .results.verdict import decide, flaky_warnings
 from .results.writers import write_json, write_junit
 from .suites import expectations
 from .suites import needs as suite_needs
@@ -149,6 +149,7 @@ def _finish(state: Run) -> None:
     result.verdict, result.exit_code, result.error = (verdict.verdict, verdict.exit_code,
                                                       verdict.error)
     result.warnings += expectations.unexpected_passes(result.tests)
+    result.warnings += flaky_warnings(result.tests)
     result.finished = datetime.datetime.now().isoformat(timespec="seconds")
     write_json(result, state.run_dir / "results.json")
     write_junit(result, state.run_dir / "junit.xml")

@@ -84,3 +84,8 @@ def no_qemu_left_behind():
 
 def in_ci() -> bool:
     return os.environ.get("CI") == "true"
+
+
+def pytest_configure(config):
+    # the suites' own marker (harness/suites/pytest.ini): unit tests import their modules
+    config.addinivalue_line("markers", "subrows(prefix): reports rows of its own")

@@ -19,6 +19,9 @@ from .model import ConfigChange, CrashRecord, RunResult, TestRecord, WarningReco
 FAILED = ("fail", "error")
 # xpass passed although an expectation said it fails: a fix all the same
 PASSED = ("pass", "xpass")
+# failed, then passed on a retry inside the run: listed with the flaky rows,
+# never a new failure nor a fix
+FLAKY = "flaky"
 KERNEL_FIELDS = ("source", "commit", "version", "release", "series_top", "accel")
 
 
@@ -109,7 +112,7 @@ def _rows(run: RunResult) -> dict[RowKey, TestRecord]:
 
 
 def _change(key: RowKey, before: TestRecord | None, now: TestRecord | None) -> RowChange:
-    failing = now if now is not None and now.status in FAILED else before
+    failing = now if now is not None and now.status in (*FAILED, FLAKY) else before
     return RowChange(*key, before=before.status if before else "",
                      now=now.status if now else "",
                      message=failing.message if failing else "")
@@ -124,6 +127,8 @@ def _compare_rows(out: Comparison, current: RunResult, base: RunResult,
             out.appeared.append(_change(key, None, test))
         elif old.status == test.status:
             continue
+        elif test.status == FLAKY:
+            out.flaky.append(_change(key, old, test))
         elif test.status in FAILED and old.status not in FAILED:
             # skip -> fail counts as well: the row did not fail in the baseline
             (out.flaky if key in flaky else out.new_failures).append(_change(key, old, test))
@@ -215,7 +220,8 @@ def compare(current: RunResult, baseline: RunResult, *,
             baseline_config: Path | None = None) -> Comparison:
     """What changed from `baseline` to `current`. `flaky`: rows known to both
     pass and fail on one build (history.flaky_rows): their new failures are
-    listed apart and do not make the comparison regressed."""
+    listed apart and do not make the comparison regressed; so are rows that
+    became `flaky` (failed, then passed on a retry in the current run)."""
     out = Comparison(current.run_id, baseline.run_id, current.plan, baseline.plan,
                      baseline.verdict, current.verdict, threshold_percent)
     _compare_rows(out, current, baseline, flaky)

@@ -179,7 +179,8 @@ def print_comparison(c: Comparison, console: Console) -> None:
                   f"{escape(c.verdict_now)}) [bold]against[/] {escape(c.baseline)} (plan "
                   f"{escape(c.baseline_plan)}, {escape(c.verdict_before)})", soft_wrap=True)
     _rows("[bold red]new failures[/]", c.new_failures, console)
-    _rows("new failures of flaky rows (not counted)", c.flaky, console)
+    _rows("flaky rows: new failures of known flaky rows, rows flaky in this run "
+          "(not counted)", c.flaky, console)
     _rows("[green]fixed[/]", c.fixed, console)
     crashes = [("new", x) for x in c.new_crashes] + [("vanished", x) for x in c.vanished_crashes]
     if crashes:

@@ -3,7 +3,9 @@ end of each run and rebuilt from the run directories (`harness history
 rebuild`). It answers per test how it went lately (statuses, pass rate,
 current streak) and which tests are flaky: a row that both passed and failed
 on one kernel build (the tree's commit at the top of the series, and the
-.config hash) is flaky, not a regression.
+.config hash) is flaky, not a regression; so is a row with the status
+`flaky` (it failed and passed on a retry in one run), which never counts as
+a pass in the pass rate.
 
 The run directories stay the truth; the database is an index that can always
 be thrown away and rebuilt."""
@@ -22,7 +24,7 @@ from .model import RunResult, read_runs
 
 DEFAULT_NAME = "history.sqlite"
 SCHEMA_VERSION = 1
-EXECUTED = ("pass", "fail", "error", "xpass", "xfail")
+EXECUTED = ("pass", "fail", "error", "xpass", "xfail", "flaky")
 FAILED = ("fail", "error")
 
 RowKey = tuple[str, str, str, str]      # suite, name, provider, node
@@ -150,8 +152,8 @@ def rebuild(db: Path, runs_dir: Path) -> tuple[int, list[str]]:
 
 
 def flaky_rows(db: Path) -> set[RowKey]:
-    """Rows that both passed and failed on one kernel build; empty without a
-    history database."""
+    """Rows that both passed and failed on one kernel build, or were flaky
+    in a run (status `flaky`); empty without a history database."""
     if not Path(db).is_file():
         return set()
     with connect(db) as conn:
@@ -159,7 +161,8 @@ def flaky_rows(db: Path) -> set[RowKey]:
             "SELECT r.suite, r.name, r.provider, r.node FROM rows r "
             "JOIN runs USING (run_id) WHERE runs.build != '' "
             "GROUP BY r.suite, r.name, r.provider, r.node, runs.build "
-            "HAVING SUM(r.status = 'pass') > 0 AND SUM(r.status IN ('fail', 'error')) > 0")
+            "HAVING SUM(r.status = 'pass') > 0 AND SUM(r.status IN ('fail', 'error')) > 0 "
+            "UNION SELECT suite, name, provider, node FROM rows WHERE status = 'flaky'")
         return {tuple(row) for row in found}
 
 

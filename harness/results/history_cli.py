@@ -70,7 +70,7 @@ def history_command(args: argparse.Namespace, console: Console) -> int:
 
 def _print(found: list[history.TestHistory], console: Console) -> None:
     table = Table(title="history (newest first: P pass, F fail, E error, s skip, x xfail, "
-                        "X xpass)", show_edge=False)
+                        "X xpass, ~ flaky)", show_edge=False)
     for column in ("suite", "test", "provider", "node", "recent", "pass rate", "streak", ""):
         table.add_column(column)
     for t in found:

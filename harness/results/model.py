@@ -12,8 +12,9 @@ from typing import Any
 from .codec import EMPTY, OMIT, from_plain, to_plain
 
 # xfail: failed as an expectation (suites/expectations) says it does;
-# xpass: passed although one says it fails
-STATUSES = ("pass", "fail", "skip", "error", "xfail", "xpass")
+# xpass: passed although one says it fails; flaky: failed, then passed when
+# run again (the plan's `retries`): a warning, not a pass
+STATUSES = ("pass", "fail", "skip", "error", "xfail", "xpass", "flaky")
 VERDICTS = ("pass", "fail", "error")
 
 
@@ -36,6 +37,8 @@ class TestRecord:
     message: str = ""
     metrics: dict[str, float] = field(default_factory=dict)
     provider: str = ""   # the RDMA provider the row ran on (rxe, siw), if any
+    # times the row was run again after failing (plan key `retries`), if it was
+    retries: int | None = field(default=None, metadata=OMIT)
 
 
 @dataclass
@@ -233,8 +236,8 @@ class BisectResult:
 
 @dataclass(frozen=True)
 class WarningRecord:
-    """Not a failure: a perf drop, an unexpected pass."""
-    kind: str                    # perf-drop | unexpected-pass
+    """Not a failure: a perf drop, an unexpected pass, a flaky row."""
+    kind: str                    # perf-drop | unexpected-pass | flaky
     message: str
     suite: str | None = field(default=None, metadata=OMIT)
     test: str | None = field(default=None, metadata=OMIT)

@@ -9,7 +9,7 @@ from rich.table import Table
 from .model import STATUSES, BisectResult, RunResult
 
 _STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skip": "yellow",
-          "xfail": "yellow", "xpass": "yellow"}
+          "xfail": "yellow", "xpass": "yellow", "flaky": "yellow"}
 
 
 def _metrics(metrics: dict[str, float]) -> str:
@@ -43,7 +43,7 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
                       f"{escape(lifted.test)} on {escape(lifted.provider)} "
                       f"({escape(lifted.lifted or '')})", soft_wrap=True)
     failing = bool(result.perf and result.perf.fails_run)
-    for warning in result.warnings:      # perf drops, unexpected passes: not the verdict
+    for warning in result.warnings:      # perf drops, unexpected passes, flaky rows
         label = ("[bold red]perf regression[/]" if failing and warning.kind == "perf-drop"
                  else "[yellow]warning[/]")
         console.print(f"{label} {escape(warning.message)}", soft_wrap=True)
@@ -64,7 +64,8 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
 # above this many rows (pyverbs alone gives ~650) the table lists only the rows
 # that need a look; every row is in results.json and junit.xml
 FULL_TABLE_ROWS = 80
-_ATTENTION = ("fail", "error", "xpass")
+_ATTENTION = ("fail", "error", "xpass", "flaky")
+_MESSAGE_FIRST = ("fail", "error", "flaky")
 
 
 def _print_tests(result: RunResult, console: Console) -> None:
@@ -72,22 +73,23 @@ def _print_tests(result: RunResult, console: Console) -> None:
     title = "tests"
     if len(shown) > FULL_TABLE_ROWS:
         shown = [t for t in result.tests if t.status in _ATTENTION]
-        title = (f"tests: the {len(shown)} of {len(result.tests)} rows that failed, errored "
-                 "or passed unexpectedly (all rows: results.json, junit.xml)")
+        title = (f"tests: the {len(shown)} of {len(result.tests)} rows that failed, errored, "
+                 "passed unexpectedly or were flaky (all rows: results.json, junit.xml)")
     if shown:
         tests = Table(title=title, show_edge=False)
         for column in ("suite", "test", "node", "status", "seconds", "metrics / message"):
             tests.add_column(column)
         for t in shown:
             message = t.message.splitlines()[0][:160] if t.message else ""
-            detail = (message or _metrics(t.metrics)) if t.status in ("fail", "error") \
+            detail = (message or _metrics(t.metrics)) if t.status in _MESSAGE_FIRST \
                 else (_metrics(t.metrics) or message)
             tests.add_row(escape(t.suite), escape(t.name), escape(t.node),
                           f"[{_STYLE.get(t.status, '')}]{t.status}", f"{t.seconds:.1f}",
                           escape(detail))
         console.print(tests)
     else:
-        console.print(title.split(":")[0] + ": no row failed, errored or passed unexpectedly")
+        console.print(title.split(":")[0] + ": no row failed, errored, passed unexpectedly "
+                      "or was flaky")
     names = list(dict.fromkeys(t.suite for t in result.tests))
     if len(names) == 1 and shown is result.tests:
         return           # the table above says it all

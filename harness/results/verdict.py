@@ -3,7 +3,9 @@ kernel or a test), error (exit 2 bad input, 3 the harness's own trouble).
 
 A kernel crash or hang on the console turns an infrastructure error into a
 kernel failure (the harness could not go on because the kernel died); a
-waived crash, or one QEMU caused (a paused VM), does not count."""
+waived crash, or one QEMU caused (a paused VM), does not count. A flaky row
+(failed, then passed on a retry) does not fail the run: it is a warning
+(`flaky_warnings`); a crash fails it whatever the retries did."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -12,6 +14,7 @@ from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS
 from .model import CrashRecord, PatchResult, TestRecord, WarningRecord
 
 FAILED_STATUSES = ("fail", "error")
+FLAKY = "flaky"
 
 
 @dataclass(frozen=True)
@@ -40,3 +43,12 @@ def decide(error: str | None, exit_code: int, tests: list[TestRecord],
     if failed or crashed or unbuildable or perf_regressions:
         return Verdict("fail", EXIT_FAIL, None)
     return Verdict("pass", EXIT_PASS, None)
+
+
+def flaky_warnings(tests: list[TestRecord]) -> list[WarningRecord]:
+    """The run's warnings for flaky rows (they do not fail the run)."""
+    return [WarningRecord(kind=FLAKY, suite=t.suite, test=t.name, node=t.node,
+                          provider=t.provider or None,
+                          message=f"flaky: {t.suite} {t.name} on {t.node}: "
+                                  + (t.message.splitlines() or [""])[0])
+            for t in tests if t.status == FLAKY]

@@ -1,5 +1,7 @@
 """results.json and junit.xml for one run. Both are written atomically, and
-both are written whatever the verdict (also after an error or Ctrl-C)."""
+both are written whatever the verdict (also after an error or Ctrl-C).
+junit has no flaky outcome: a flaky row is a passed case with the property
+flaky=true (and its retries) and its message in system-out."""
 from __future__ import annotations
 
 import json
@@ -8,7 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ..cache import write_atomic
-from .model import RunResult
+from .model import RunResult, TestRecord
 
 # XML 1.0 cannot carry most C0 control characters (console text has ANSI escapes)
 _NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
@@ -19,7 +21,7 @@ def write_json(result: RunResult, path: Path) -> None:
 
 
 def _case(parent: ET.Element, classname: str, name: str, seconds: float,
-          status: str, message: str) -> None:
+          status: str, message: str) -> ET.Element:
     name, message = _NOT_XML.sub("", name), _NOT_XML.sub("", message)
     case = ET.SubElement(parent, "testcase", classname=classname, name=name,
                          time=f"{seconds:.3f}")
@@ -31,6 +33,16 @@ def _case(parent: ET.Element, classname: str, name: str, seconds: float,
                       if message else "error").text = message
     elif status in ("skip", "xfail"):
         ET.SubElement(case, "skipped", message=message[:200])
+    return case
+
+
+def _flaky(case: ET.Element, test: TestRecord) -> None:
+    """A flaky row passed (on a retry): said in properties and system-out."""
+    properties = ET.SubElement(case, "properties")
+    ET.SubElement(properties, "property", name="flaky", value="true")
+    if test.retries is not None:
+        ET.SubElement(properties, "property", name="retries", value=str(test.retries))
+    ET.SubElement(case, "system-out").text = "flaky: " + _NOT_XML.sub("", test.message)
 
 
 def write_junit(result: RunResult, path: Path) -> None:
@@ -47,7 +59,9 @@ def write_junit(result: RunResult, path: Path) -> None:
         if suite is None:
             suite = suites[test.suite] = ET.SubElement(root, "testsuite", name=test.suite)
         name = f"{test.name}" if test.node in test.name else f"{test.name} [{test.node}]"
-        _case(suite, test.suite, name, test.seconds, test.status, test.message)
+        case = _case(suite, test.suite, name, test.seconds, test.status, test.message)
+        if test.status == "flaky":
+            _flaky(case, test)
     if result.crashes:
         crashes = ET.SubElement(root, "testsuite", name="crashes")
         for crash in result.crashes:

@@ -38,7 +38,9 @@ def suite_files(names: tuple[str, ...]) -> dict[Path, str]:
 
 def run(names: tuple[str, ...], ctx, log: Path, on_result=None) -> list:
     """Run the named suites with pytest against ctx's nodes; returns TestRecords.
-    pytest's own output goes to `log`."""
+    pytest's own output goes to `log`. With a selection (ctx.select) a suite
+    no glob can reach is not run, and the plugin deselects the tests of the
+    others whose rows cannot match."""
     import contextlib
 
     import pytest
@@ -51,6 +53,10 @@ def run(names: tuple[str, ...], ctx, log: Path, on_result=None) -> list:
         from ..errors import PlanError
         raise PlanError(f"unknown suite(s) {', '.join(unknown)} in the plan's `suites` "
                         f"(known: {', '.join(known)})")
+    from .select import suite_wanted
+    names = tuple(n for n in names if suite_wanted(ctx.select, n, tuple(known)))
+    if not names:          # the selection rules out every suite: nothing to run
+        return ctx.records
     files = suite_files(names)
     plugin = HarnessPlugin(ctx, {path.name: name for path, name in files.items()}, on_result)
     args = [*map(str, files), "-c", str(SUITES_DIR / "pytest.ini"),

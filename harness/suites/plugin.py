@@ -11,7 +11,13 @@ A test that runs another test runner in the guest (rdma-core's unittest
 cases, a kselftest program) reports each of that runner's cases as a row of
 its own with `ctx.add_record(TestRecord(...))`: the row is shown at once
 (progress) and lands in results.json after the test's own row, which keeps
-its own status (the test decides whether its cases' failures fail it)."""
+its own status (the test decides whether its cases' failures fail it).
+Such a test carries the marker `subrows("prefix its rows share")`.
+
+The plan's `select` (ctx.select, select.py) deselects the items whose row
+cannot match before they run: a deselected item has no row at all. A
+`subrows` item stays while a glob could reach its rows; it narrows what it
+runs itself (pyverbs) or runs whole (hmm, kselftest-rdma)."""
 from __future__ import annotations
 
 import contextlib
@@ -27,6 +33,7 @@ from ..detect import markers
 from ..guest import Session
 from ..results.model import TestRecord
 from .expectations import Expectations
+from .select import item_wanted
 
 
 @dataclass
@@ -54,6 +61,8 @@ class SuiteContext:
     # known failures: a failing row they name becomes xfail, a passing one xpass
     expectations: Expectations = field(default_factory=Expectations)
     test_id: str = ""         # the running test's marker_id(); HarnessPlugin sets it
+    # the plan's `select` (or a retry's rows): globs over "suite name"; () = all
+    select: tuple[str, ...] = ()
 
     def dmesg_window(self, dmesg: str) -> str:
         """What the kernel logged since the running test began. A log that lost
@@ -148,6 +157,25 @@ class HarnessPlugin:
         if "module" in metafunc.fixturenames:
             metafunc.parametrize("module", self.context.modules, ids=list(self.context.modules))
 
+    def _suite(self, nodeid: str) -> str:
+        file_name = Path(nodeid.split("::", 1)[0]).name
+        return self.suite_of.get(file_name, file_name)
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list) -> None:
+        select = self.context.select
+        if not select:
+            return
+        kept, dropped = [], []
+        for item in items:
+            marker = item.get_closest_marker("subrows")
+            prefix = None if marker is None else str((marker.args or ("",))[0])
+            wanted = item_wanted(select, self._suite(item.nodeid),
+                                 item.nodeid.split("::", 1)[-1], prefix)
+            (kept if wanted else dropped).append(item)
+        if dropped:
+            items[:] = kept
+            config.hook.pytest_deselected(items=dropped)
+
     # first: the test's fixtures (set up by pytest's own hook) run inside its window
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
@@ -201,9 +229,8 @@ class HarnessPlugin:
         elif splats:
             message = f"{message}\nkernel splat during this test: " + "; ".join(splats)
         seconds = (previous.seconds if previous else 0.0) + report.duration
-        file_name = Path(key.split("::", 1)[0]).name
         self._pending[key] = TestRecord(
-            suite=self.suite_of.get(file_name, file_name), name=key.split("::", 1)[-1],
+            suite=self._suite(key), name=key.split("::", 1)[-1],
             node=node, status=status, seconds=round(seconds, 3), message=message,
             metrics=metrics, provider=provider or (previous.provider if previous else ""))
         if report.when == "teardown":

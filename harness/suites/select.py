@@ -1,7 +1,7 @@
 """Which rows a run wants (the plan's `select`): globs over the names
-results.json gives rows, either the row's name or "suite name" (pytest ids
-carry brackets, which fnmatch reads as a class, so an exact name matches
-first). An empty selection wants everything.
+results.json gives rows, either the row's name or "suite name". Only `*` and `?` are
+wildcards: brackets are literal text, as pytest ids and pyverbs rows carry
+them (`verbs test_pingpong[rxe-*]`). An empty selection wants everything.
 
 Suites that report several rows from one pytest test (pyverbs, hmm,
 kselftest) cannot know their rows' names before they run; they ask
@@ -15,15 +15,18 @@ import re
 _WILDCARD = re.compile(r"[*?]")
 
 
+def _glob(text: str, glob: str) -> bool:
+    return fnmatch.fnmatchcase(text, glob.replace("[", "[[]"))
+
+
 def matches(globs: tuple[str, ...], suite: str, name: str) -> bool:
     if not globs:
         return True
     full = f"{suite} {name}"
-    return any(g in (name, full) or fnmatch.fnmatchcase(name, g)
-               or fnmatch.fnmatchcase(full, g) for g in globs)
+    return any(g in (name, full) or _glob(name, g) or _glob(full, g) for g in globs)
 
 
-def _literal_head(glob: str) -> str:
+def literal_head(glob: str) -> str:
     """The part of a glob before its first wildcard (brackets count as
     literal text: rows' names carry them)."""
     found = _WILDCARD.search(glob)
@@ -38,7 +41,7 @@ def could_match(globs: tuple[str, ...], suite: str, prefix: str) -> bool:
         return True
     for glob in globs:
         for candidate in (prefix, f"{suite} {prefix}"):
-            head = _literal_head(glob)
+            head = literal_head(glob)
             if head.startswith(candidate) or candidate.startswith(head):
                 return True
     return False
@@ -55,3 +58,14 @@ def suite_wanted(globs: tuple[str, ...], suite: str, known: tuple[str, ...]) -> 
         if not space or first not in known or first == suite:
             return True
     return False
+
+
+def item_wanted(globs: tuple[str, ...], suite: str, row: str,
+                subrows: str | None = None) -> bool:
+    """Is a pytest item of a wanted suite to run? Its own row (`row`) must
+    match, unless it reports rows of its own through ctx.add_record (pytest
+    marker `subrows`): then `subrows` is the prefix they all share ("" when
+    they share none: any glob that wants the suite keeps it)."""
+    if not globs or matches(globs, suite, row):
+        return True
+    return subrows is not None and could_match(globs, suite, subrows)

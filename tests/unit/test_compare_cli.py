@@ -119,7 +119,8 @@ def test_a_flaky_row_from_the_history_is_listed_and_exits_0(runs, capsys, monkey
     code = main(["compare"])
     out = capsys.readouterr().out
     assert code == EXIT_PASS
-    assert "new failures of flaky rows (not counted) (1)" in out
+    assert "flaky rows: new failures of known flaky rows, rows flaky in this run (not " \
+        "counted) (1)" in out
     assert "no regressions" in out and "1 flaky" in out
     assert [p.resolve() for p in asked] == [runs / history.DEFAULT_NAME]
 

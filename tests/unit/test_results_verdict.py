@@ -29,6 +29,9 @@ DROP = WarningRecord(kind="perf-drop", message="perf: test_rdma[ib_write_bw] 35%
 TABLE = [
     # name, (error, exit), tests, crashes, patches -> (verdict, exit, error starts with)
     ("all passed", (None, 3), ["pass", "skip", "xfail", "xpass"], [], [], ("pass", 0, None)),
+    ("a flaky row passes (with a warning)", (None, 3), ["pass", "flaky"], [], [],
+     ("pass", 0, None)),
+    ("a flaky row never hides a crash", (None, 3), ["flaky"], [crash()], [], ("fail", 1, None)),
     ("no rows at all still passes here", (None, 3), [], [], [], ("pass", 0, None)),
     ("a failed row", (None, 3), ["pass", "fail"], [], [], ("fail", 1, None)),
     ("an errored row", (None, 3), ["error"], [], [], ("fail", 1, None)),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.suites.hmm.parse import EXCLUDED, counts, rows
+from harness.suites.hmm.parse import EXCLUDED, PROGRAM, counts, rows
 
 REMOTE = "/tmp/hmm-tests"
 # the hugetlbfs cases allocate huge pages; 32 are enough (FACTS, 7.2 guests)
@@ -50,6 +50,8 @@ def hmm_node(nodes, ctx):
                  timeout=ctx.command_timeout)
 
 
+# its rows: "hmm-tests <case>"; a selection of some runs it whole
+@pytest.mark.subrows(PROGRAM)
 def test_hmm_tests(hmm_node, ctx, record_property):
     node, reserved = hmm_node
     record_property("node", node.name)

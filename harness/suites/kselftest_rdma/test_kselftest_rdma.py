@@ -60,6 +60,8 @@ def installed(nodes, ctx):
     node.ssh.run(["rm", "-rf", REMOTE, f"{REMOTE}.tar"], timeout=60)
 
 
+# its rows are named by script: any selection that wants the suite runs it whole
+@pytest.mark.subrows()
 def test_kselftest_rdma(installed, ctx, record_property):
     node, tests = installed
     record_property("node", node.name)

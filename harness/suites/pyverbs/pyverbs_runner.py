@@ -9,6 +9,10 @@ event per finished case at once, so a crash loses nothing already done. The
 driver relays the child's events and adds one `exit` event per module with
 the child's return code (negative: the signal that killed it).
 
+`--case PATTERN` (repeatable) runs only the cases whose unittest id is the
+pattern or matches it as a glob (`tests.test_cq.CQTest.*`); a module with
+none of them runs no case (its `module` event says 0). Without it, every case.
+
 Every event is one line, PREFIX followed by a JSON object with an "event" key:
   module  {module, cases, ids}             the child loaded the module's cases
   start   {module, id}                     a case began
@@ -22,6 +26,7 @@ Other output (the tests' own prints, libibverbs warnings) goes to stderr.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
 import signal
@@ -151,13 +156,22 @@ def _import_tests(tests_dir: str, dev: str, gid: int | None) -> None:
     import tests  # noqa: F401
 
 
-def run_child(module: str, tests_dir: str, dev: str, gid: int | None) -> int:
+def wanted(case_id: str, patterns: list[str]) -> bool:
+    return not patterns or any(case_id == p or fnmatch.fnmatchcase(case_id, p)
+                               for p in patterns)
+
+
+def run_child(module: str, tests_dir: str, dev: str, gid: int | None,
+              patterns: list[str] = ()) -> int:
     emit = EventWriter(os.dup(1))
     os.dup2(2, 1)                 # the tests' own prints must not mix with events
     sys.stdout = sys.stderr
     _import_tests(tests_dir, dev, gid)
     suite = unittest.defaultTestLoader.loadTestsFromName(f"tests.{module}")
     cases = _cases(suite)          # before run(): a suite drops its cases as it runs them
+    if patterns:
+        cases = [case for case in cases if wanted(case.id(), patterns)]
+        suite = unittest.TestSuite(cases)      # flat: class fixtures still run once
     emit("module", module=module, cases=len(cases), ids=[case.id() for case in cases])
     result = StreamingResult(emit, module)
     result.startTestRun()
@@ -190,6 +204,8 @@ def run_module(module: str, args, emit: EventWriter) -> None:
                "--tests", args.tests, "--dev", args.dev]
     if args.gid is not None:
         command += ["--gid", str(args.gid)]
+    for pattern in args.case:
+        command += ["--case", pattern]
     with open(os.devnull, "rb") as devnull, \
             open(os.path.join(args.workdir, f"{module}.stderr"), "w+b") as err:
         child = subprocess.Popen(command, stdin=devnull, stdout=subprocess.PIPE, stderr=err,
@@ -223,11 +239,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--child", metavar="MODULE", help="run one module (internal)")
     parser.add_argument("--workdir", default=".", help="where child stderr files go")
     parser.add_argument("--module-timeout", type=float, default=600)
+    parser.add_argument("--case", action="append", default=[], metavar="PATTERN",
+                        help="run only cases whose id is (or matches) this; repeatable")
     parser.add_argument("modules", nargs="*", help="test modules (default: all test_*.py)")
     args = parser.parse_args(argv)
     args.tests = os.path.abspath(args.tests)
     if args.child:
-        return run_child(args.child, args.tests, args.dev, args.gid)
+        return run_child(args.child, args.tests, args.dev, args.gid, args.case)
     emit = EventWriter(1)
     modules = args.modules or modules_in(args.tests)
     for module in modules:

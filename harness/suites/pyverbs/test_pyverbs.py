@@ -9,7 +9,11 @@ case becomes its own row (`pyverbs[rxe] tests.test_qp.QPTest.test_...`,
 through ctx.add_record), a skip keeps its reason, and a crash of the runner is
 an error row of its own. Known failures (expectations.yaml here) become
 xfail rows. The test per provider passes when none of its rows is a fail or
-an error; its metrics count the cases."""
+an error; its metrics count the cases.
+
+With a selection (the plan's `select`, a retry's rows; selection.py) only
+the modules and cases its globs can reach run (the runner's `--case`), and
+a provider none of them reaches is skipped as not selected."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,6 +25,7 @@ from harness.results.model import TestRecord
 from harness.suites.fabric import add_link, device_name, wait_active
 from harness.suites.pyverbs import pyverbs_runner
 from harness.suites.pyverbs.parse import counts, parse_report
+from harness.suites.pyverbs.selection import case_filters, provider_wanted
 from harness.suites.registry import of_file
 
 SPEC = of_file(__file__)
@@ -65,6 +70,9 @@ def tree(nodes, ctx):
 
 @pytest.fixture
 def link(tree, ctx, provider):
+    if not provider_wanted(ctx.select, provider):
+        pytest.skip(f"not selected: no glob of the selection ({', '.join(ctx.select)}) "
+                    f"can match a pyverbs[{provider}] row")
     node, spec = tree[0], PROVIDERS[provider]
     add_link(node, spec.device, provider, ctx)
     try:
@@ -74,28 +82,41 @@ def link(tree, ctx, provider):
         node.ssh.run(["rdma", "link", "delete", spec.device], timeout=ctx.command_timeout)
 
 
-def run_modules(node, directory: str, modules: list[str], spec: Provider, timeout: float):
+def run_modules(node, directory: str, modules: list[str], spec: Provider, timeout: float,
+                cases: tuple[str, ...] = ()):
     """One guest command for a batch of modules; `timeout` bounds each module
-    (the runner kills a module past it and says so), the command gets the sum."""
+    (the runner kills a module past it and says so), the command gets the sum.
+    `cases`: run only the cases these patterns name (every case: none)."""
     command = ["python3", f"{directory}/pyverbs_runner.py", "--tests", f"{directory}/tests",
                "--dev", spec.device, "--gid", str(spec.gid), "--workdir", directory,
-               "--module-timeout", str(int(timeout)), *modules]
+               "--module-timeout", str(int(timeout)),
+               *(arg for case in cases for arg in ("--case", case)), *modules]
     return node.ssh.run(command, timeout=timeout * len(modules) + 60)
 
 
-def _batches(modules: list[str]) -> list[list[str]]:
-    return [modules[i:i + MODULES_PER_COMMAND]
-            for i in range(0, len(modules), MODULES_PER_COMMAND)]
+def _batches(wanted: dict[str, tuple[str, ...]]) -> list[tuple[list[str], tuple[str, ...]]]:
+    """(modules, case patterns) per guest command: the modules run whole, then
+    those the selection narrows, with every pattern (each names only cases
+    its glob wants, whichever module holds them)."""
+    whole = [m for m, cases in wanted.items() if not cases]
+    narrowed = [m for m, cases in wanted.items() if cases]
+    patterns = tuple(dict.fromkeys(c for m in narrowed for c in wanted[m]))
+    return [(group[i:i + MODULES_PER_COMMAND], cases)
+            for group, cases in ((whole, ()), (narrowed, patterns))
+            for i in range(0, len(group), MODULES_PER_COMMAND)]
 
 
+# rows "pyverbs[<provider>] tests...."; a provider no glob reaches is skipped in `link`
+@pytest.mark.subrows(f"{SPEC.name}[")
 @pytest.mark.parametrize("provider", list(PROVIDERS))
 def test_pyverbs(tree, link, provider, ctx, record_property):
     node, directory, modules = tree
     record_property("node", node.name)
     record_property("provider", provider)
     rows: list[TestRecord] = []
-    for batch in _batches(modules):
-        out = run_modules(node, directory, batch, link, ctx.command_timeout)
+    wanted = case_filters(ctx.select, provider, modules)
+    for batch, cases in _batches(wanted):
+        out = run_modules(node, directory, batch, link, ctx.command_timeout, cases)
         found = parse_report(out.stdout, provider, node.name, batch, out.describe())
         # as the known failures (expectations.yaml) see them
         rows += [ctx.add_record(record) for record in found]
@@ -108,4 +129,5 @@ def test_pyverbs(tree, link, provider, ctx, record_property):
                     f"errored ({numbers}): " + "; ".join(
                         f"{r.name}: {(r.message.splitlines() or [''])[0]}" for r in bad[:10]))
     if not numbers["cases"]:
-        pytest.fail(f"no pyverbs case ran on {link.device} (modules: {', '.join(modules)})")
+        pytest.fail(f"no pyverbs case ran on {link.device} (modules: {', '.join(wanted)}"
+                    + (f"; selection: {', '.join(ctx.select)})" if ctx.select else ")"))

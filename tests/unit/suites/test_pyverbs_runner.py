@@ -200,3 +200,32 @@ def test_events_are_single_unbuffered_lines():
     assert data.count("\n") == 1 and data.startswith(pyverbs_runner.PREFIX)
     assert events(data) == [{"event": "case", "id": "tests.x.Y.test_z",
                              "message": "line one\nline two"}]
+
+
+def test_case_patterns_run_only_the_cases_they_name(tmp_path, tests_dir):
+    out = subprocess.run(
+        [sys.executable, str(RUNNER), "--tests", str(tests_dir), "--dev", "rxe0", "--gid", "1",
+         "--workdir", str(tmp_path), "--case", "tests.test_outcomes.Outcomes.test_a_pass",
+         "--case", "tests.test_outcomes.SkippedClass.*", "--case", "tests.test_config.*",
+         "test_outcomes", "test_crash", "test_config"],
+        capture_output=True, text=True, timeout=60, check=True).stdout
+    loaded = {e["module"]: e["cases"] for e in events(out) if e["event"] == "module"}
+    # test_crash has no wanted case: it runs none (and so does not segfault)
+    assert loaded == {"test_outcomes": 3, "test_crash": 0, "test_config": 1}
+    exits = {e["module"]: e["returncode"] for e in events(out) if e["event"] == "exit"}
+    assert exits == {"test_outcomes": 0, "test_crash": 0, "test_config": 0}
+    status = {r.name.split(" ", 1)[1]: r.status for r in parse_report(out, "rxe", "node1")}
+    assert status == {
+        "tests.test_outcomes.Outcomes.test_a_pass": "pass",
+        # the class fixture still runs (and skips) for the cases it holds
+        "setUpClass (tests.test_outcomes.SkippedClass)": "skip",
+        "tests.test_outcomes.SkippedClass.test_one": "skip",
+        "tests.test_outcomes.SkippedClass.test_two": "skip",
+        "tests.test_config.Config.test_dev_and_gid": "pass"}
+
+
+def test_without_case_patterns_every_case_runs():
+    assert pyverbs_runner.wanted("tests.x.Y.test_z", [])
+    assert pyverbs_runner.wanted("tests.x.Y.test_z", ["tests.x.Y.test_z"])
+    assert pyverbs_runner.wanted("tests.x.Y.test_z", ["tests.x.*"])
+    assert not pyverbs_runner.wanted("tests.x.Y.test_z", ["tests.x.Y.test_a", "tests.w.*"])

@@ -131,3 +131,43 @@ def test_the_modules_suite_checks_the_kernel_log_of_its_own_test_only(tmp_path):
         ("modules", "test_load_unload[node2-siw]", "pass")], log
     assert "siw: kernel splat during load/unload: WARNING in rxe_module_exit" in \
         records[1].message
+
+
+def pyverbs_guest(runs):
+    """rdma-core's tests as a fake guest has them: two modules, one case run."""
+    from harness.suites.pyverbs.pyverbs_runner import PREFIX
+
+    def answer(guest, cmd):
+        if isinstance(cmd, str) and "mktemp" in cmd:
+            return 0, "/tmp/pv\ntest_cq.py\ntest_qp.py\n"
+        if cmd[:1] == ["cat"]:
+            return 0, "4: ACTIVE\n"
+        if cmd[:1] == ["python3"]:
+            runs.append(cmd)
+            case = "tests.test_cq.CQTest.test_resize_cq"
+            lines = [{"event": "module", "module": "test_cq", "cases": 1, "ids": [case]},
+                     {"event": "case", "module": "test_cq", "id": case, "status": "pass",
+                      "seconds": 0.5, "message": ""},
+                     {"event": "done", "module": "test_cq", "cases": 1},
+                     {"event": "exit", "module": "test_cq", "returncode": 0, "seconds": 1.0}]
+            return 0, "".join(PREFIX + json.dumps(line) + "\n" for line in lines)
+        return 0, ""
+    return answer
+
+
+def test_pyverbs_runs_only_the_selected_provider_module_and_case(tmp_path):
+    runs: list = []
+    nodes = [SuiteNode("node1", Guest("node1", pyverbs_guest(runs)), "10.99.0.1", "eth1")]
+    ctx = SuiteContext(nodes=nodes, kernel_release="7.2.13", modules=(), command_timeout=60,
+                       module_cycles=1, select=(
+                           "pyverbs pyverbs[rxe] tests.test_cq.CQTest.test_resize_cq",))
+    records = suites.run(("pyverbs", "modules"), ctx, tmp_path / "pytest.log")
+    log = (tmp_path / "pytest.log").read_text()
+    assert [(r.name, r.status) for r in records] == [
+        ("test_pyverbs[rxe]", "pass"),
+        ("pyverbs[rxe] tests.test_cq.CQTest.test_resize_cq", "pass"),
+        ("test_pyverbs[siw]", "skip")], log
+    assert records[-1].message.startswith("Skipped: not selected: no glob of the selection")
+    (command,) = runs            # the modules suite is not run at all
+    assert command[-3:] == ["--case", "tests.test_cq.CQTest.test_resize_cq", "test_cq"]
+    assert "test_qp" not in command and command.count("--case") == 1
