@@ -118,7 +118,9 @@ def narrow(plan: Plan, target: Target) -> Plan:
     """The plan of a bisect step runs only what produces the target: its
     suite and its rows (plan key select). A crash may come from any suite:
     nothing is narrowed; a --test glob of no known suite selects its rows
-    among the plan's suites."""
+    among the plan's suites. A step never retries: its repeats are the
+    bisect's own, and a failure that passed on a retry still reproduced."""
+    plan = dataclasses.replace(plan, retries=0)
     if target.crash or not (target.test or target.perf):
         return plan
     glob = target.perf_row if target.perf else target.test

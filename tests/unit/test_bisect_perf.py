@@ -245,6 +245,8 @@ def test_a_crash_target_is_not_narrowed_a_perf_one_is():
     quick = plan_mod.load(None)
     assert narrow(quick, Target(crash="WARNING")) == quick
     assert narrow(quick, Target(test="x", crash="WARNING")) == quick
+    retrying = replace(quick, retries=2)
+    assert narrow(retrying, Target(crash="WARNING")).retries == 0    # repeats are the bisect's
     perf = narrow(quick, perf_target("perf test_rdma[ib_write_bw]:throughput_mbit_s"))
     assert (perf.suites, perf.select) == (("perf",), ("perf test_rdma[ib_write_bw]",))
 
