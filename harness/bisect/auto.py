@@ -21,7 +21,8 @@ from ..cache import Cache
 from ..errors import EXIT_FAIL, HarnessError
 from ..plan import Plan
 from ..results import history
-from ..results.model import BisectResult, BisectStepRecord, RunResult, SuspectedPatch
+from ..results.model import (BisectResult, BisectStepRecord, RunResult, SuspectedPatch,
+                             first_failure)
 from ..results.summary import bisect_line
 from ..results.writers import write_json, write_junit
 from . import search, session
@@ -32,9 +33,8 @@ def target_for(result: RunResult) -> tuple[Target, str] | None:
     """What the bisect looks for, and why: a failed row first (the cheapest
     to reproduce), then a perf drop that failed the run, then a crash whose
     blame did not settle on one patch. None: nothing a bisect can add."""
-    failed = [t for t in result.tests if t.status in ("fail", "error")]
-    if failed:
-        row = failed[0]
+    row = first_failure(result.tests)
+    if row is not None:
         return Target(test=f"{row.suite} {row.name}", suite=row.suite), \
             f"{row.suite} {row.name} {row.status}"
     if result.perf is not None and result.perf.fails_run:

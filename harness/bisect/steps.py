@@ -35,7 +35,7 @@ from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, PlanError
 from ..plan import Plan
 from ..results.baseline import SUITE as PERF_SUITE
 from ..results.baseline import direction, median, worse_percent
-from ..results.model import RunResult
+from ..results.model import RunResult, first_failure
 from ..results import reproducer
 from ..results.reproducer import numbered
 from ..source import git
@@ -110,8 +110,8 @@ def target_of(result: RunResult) -> Target | None:
     crashed = [c for c in result.crashes if c.counts]
     if crashed:
         return Target(crash=crashed[0].signature or crashed[0].title)
-    failed = [t for t in result.tests if t.status in FAILED]
-    return Target(test=failed[0].name, suite=failed[0].suite) if failed else None
+    row = first_failure(result.tests)
+    return Target(test=row.name, suite=row.suite) if row else None
 
 
 def narrow(plan: Plan, target: Target) -> Plan:

@@ -317,6 +317,18 @@ class RunResult:
         return [p for s in self.series for p in s.patches]
 
 
+def first_failure(tests: list[TestRecord]) -> TestRecord | None:
+    """The failed (fail/error) row that says most precisely what failed: a
+    case row a test reported (pyverbs' `pyverbs[rxe] tests.test_cq....`,
+    hmm's, kselftest's) before the pytest test that drives it (its own row,
+    named after the test function: `test_pyverbs[rxe]`), which fails
+    because of it."""
+    failed = [t for t in tests if t.status in ("fail", "error")]
+    cases = [t for t in failed if not t.name.startswith("test_")
+             and any(p.suite == t.suite and p.name.startswith("test_") for p in failed)]
+    return (cases or failed or [None])[0]
+
+
 def run_order(run: RunResult) -> tuple[str, str]:
     """Runs in the order they started (ISO timestamps sort as text; the run id
     starts with the same stamp)."""

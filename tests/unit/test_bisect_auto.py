@@ -159,3 +159,17 @@ def test_a_perf_drop_is_measured_again_at_the_top_not_seeded(failed_run):
     auto.after_run(plan, result, runs, Cache(runs / "cache"), Console(file=None))
     assert asked["target"].perf == "perf test_rdma[ib_send_bw]:throughput_mbit_s"
     assert asked["seed"] is None    # the baseline was another run: the good end decides
+
+
+def test_the_case_row_is_the_target_not_the_test_that_drives_it():
+    from harness.results.model import TestRecord, first_failure
+    rows = [TestRecord("verbs-smoke", "test_pingpong[ibv_rc_pingpong]", "node2", "pass", 1.0),
+            TestRecord("pyverbs", "test_pyverbs[rxe]", "node1", "fail", 90.0, provider="rxe"),
+            TestRecord("pyverbs", "pyverbs[rxe] tests.test_cq.CQTest.test_resize_cq",
+                       "node1", "error", 0.2, provider="rxe")]
+    assert first_failure(rows).name == "pyverbs[rxe] tests.test_cq.CQTest.test_resize_cq"
+    result = dataclasses.replace(broken(), tests=rows, crashes=[])
+    target, _ = auto.target_for(result)
+    assert target.test == "pyverbs pyverbs[rxe] tests.test_cq.CQTest.test_resize_cq"
+    assert first_failure(rows[:2]).name == "test_pyverbs[rxe]"    # no case row: the test
+    assert first_failure(rows[:1]) is None
