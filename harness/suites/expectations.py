@@ -10,6 +10,11 @@ A suite file maps a provider ("rxe", "siw", ... or "any") to entries:
         reason: iWARP QPs are connected by the iw_cm, not by modify_qp to RTS
         intermittent: false      # true: a pass is just a pass (no xpass)
         until: {commit: 0123abcdef, subject: "RDMA/siw: ..."}   # optional
+        match: "Got timeout on polling"   # optional: a regular expression
+
+`match` names the known failure by its message: a failure whose message does
+not match it is not the known one and stays a failure (an intermittent
+timeout must not hide an EINVAL a patch brings).
 
 `test` matches a row's name, or for a row named "<suite>[<provider>] <case>"
 its case. `until` lifts the entry once the kernel tree under test has the fix:
@@ -19,6 +24,7 @@ have one more level, the suite: {suite: {provider: [entries]}}."""
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -31,7 +37,7 @@ from ..results.model import (ExpectationEntry, ExpectationsSummary, TestRecord, 
 from . import registry
 
 ANY = "any"
-_KEYS = {"test", "reason", "intermittent", "until"}
+_KEYS = {"test", "reason", "intermittent", "until", "match"}
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class Expectation:
     intermittent: bool = False
     until_commit: str = ""
     until_subject: str = ""
+    match: str = ""           # a regular expression the failure's message must match
 
     def matches(self, record: TestRecord) -> bool:
         if record.suite != self.suite or self.provider not in (ANY, record.provider):
@@ -93,10 +100,16 @@ def _entries(suite: str, by_provider, where: str) -> list[Expectation]:
             if not isinstance(until, dict) or set(until) - {"commit", "subject"}:
                 raise PlanError(f"{at} ({test}): `until` is a commit id or "
                                 "{commit: ..., subject: ...}")
+            match = entry.get("match") or ""
+            try:
+                re.compile(str(match))
+            except re.error as exc:
+                raise PlanError(f"{at} ({test}): `match` {match!r} is not a regular "
+                                f"expression: {exc}") from None
             found.append(Expectation(
                 suite, str(provider), test.strip(), " ".join(reason.split()),
                 f"{where} ({test.strip()})", bool(entry.get("intermittent", False)),
-                str(until.get("commit") or ""), str(until.get("subject") or "")))
+                str(until.get("commit") or ""), str(until.get("subject") or ""), str(match)))
     return found
 
 
@@ -173,6 +186,10 @@ class Expectations:
         if entry is None:
             return record
         if record.status in ("fail", "error"):
+            if entry.match and not re.search(entry.match, record.message):
+                return replace(record, message=(
+                    f"not the known failure [{entry.source}]: its message does not match "
+                    f"{entry.match!r}\n{record.message}"))
             why = f"expected {record.status}: {entry.reason} [{entry.source}]"
             return replace(record, status="xfail",
                            message=f"{why}\n{record.message}" if record.message else why)

@@ -54,6 +54,20 @@ def test_shipped_pyverbs_list_turns_every_known_failure_of_a_real_run_into_xfail
     assert not any(r.status == "xpass" for r in seen)
 
 
+def test_a_known_failure_with_a_match_does_not_hide_a_different_failure():
+    name = "pyverbs[rxe] tests.test_cq.CQTest.test_resize_cq"
+    timeout = Record("pyverbs", name, "node1", "error", 1.0,
+                     "PyverbsError: Got timeout on polling (1 CQEs remaining)", provider="rxe")
+    assert shipped().apply(timeout).status == "xfail"
+    einval = Record("pyverbs", name, "node1", "error", 0.3,
+                    "PyverbsRDMAError: Failed to resize CQ. Errno: 22, Invalid argument",
+                    provider="rxe")
+    applied = shipped().apply(einval)
+    assert applied.status == "error"
+    assert applied.message.startswith("not the known failure [pyverbs/expectations.yaml")
+    assert "Errno: 22" in applied.message
+
+
 def test_a_siw_entry_does_not_apply_to_the_same_case_on_rxe():
     failing = Record("pyverbs", "pyverbs[rxe] tests.test_srq.SrqTestCase.test_resize_srq",
                      "node1", "error", 1.0, "boom", provider="rxe")
@@ -186,6 +200,8 @@ def test_plugin_applies_expectations_to_added_rows_and_to_the_tests_own_row(tmp_
     ("verbs: [1]\n", ["verbs: a mapping of provider"]),
     ("- x\n", ["a mapping of suite"]),
     ("verbs: {siw: [\n", ["not valid YAML"]),
+    ("verbs:\n  siw:\n    - {test: x, reason: y, match: '(unclosed'}\n",
+     ["siw entry 1 (x)", "`match` '(unclosed' is not a regular expression"]),
 ])
 def test_a_bad_expectations_file_is_named_with_what_is_wrong(tmp_path, text, words):
     path = tmp_path / "x.yaml"
