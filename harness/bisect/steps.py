@@ -233,6 +233,11 @@ def classify(result: RunResult, target: Target) -> tuple[str, str]:
                             for c in crashes):
         return BAD, "crash: " + next(c.title for c in crashes
                                      if target.crash in c.title or target.crash in c.signature)
+    if result.exit_code == EXIT_INFRA:
+        # a node died without a kernel crash, the harness failed: what the
+        # target's rows say was cut short by it (a case killed with its guest
+        # is an error row) — neither good nor bad (syzkaller counts these apart)
+        return SKIP, f"infrastructure error: {result.error}"
     if target.perf:
         value, why = perf_value(result, target)
         if value is None:
@@ -251,11 +256,7 @@ def classify(result: RunResult, target: Target) -> tuple[str, str]:
         if bad:
             return BAD, f"{bad[0].suite} {bad[0].name}: {bad[0].status}"
         if not rows:
-            if result.exit_code == EXIT_INFRA:
-                return SKIP, f"infrastructure error before the target ran: {result.error}"
             return SKIP, "no row matching the target ran"
-    if result.exit_code == EXIT_INFRA and not result.tests:
-        return SKIP, f"infrastructure error: {result.error}"
     return GOOD, ""
 
 

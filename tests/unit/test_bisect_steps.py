@@ -153,3 +153,16 @@ def test_the_no_op_check_compares_what_was_built(tmp_path):
     (cache.entry("kernels", "culprit") / "modules" / "kernel" / "rdma_rxe.ko").write_bytes(b"x")
     found = session._noop(culprit, parent, cache)
     assert found["suspect"] is False and found["changed"] == ["rdma_rxe.ko"]
+
+
+def test_a_step_whose_guest_was_killed_is_a_skip_although_the_target_errored():
+    killed = RunResult.load(DATA / "bisect-step-qemu-killed.json")
+    target = Target(test="pyverbs pyverbs[rxe] tests.test_cq.CQTest.test_resize_cq",
+                    suite="pyverbs")
+    # the case died with its guest: an error row, but the harness's failure, not the kernel's
+    assert {t.name: t.status for t in killed.tests}[target.test.split(" ", 1)[1]] == "error"
+    verdict, why = classify(killed, target)
+    assert verdict == "skip" and why.startswith("infrastructure error: test: node1: QEMU "
+                                                "exited (code -9)")
+    crash = Target(crash="WARNING in rxe_requester")
+    assert classify(killed, crash)[0] == "skip"
