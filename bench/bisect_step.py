@@ -10,15 +10,15 @@ changes rxe_net.c), in one run:
   step:        one bisect step through the harness for the same change (the
                base again, then the oracle of `harness bisect` on "patch 1":
                series, kconfig, incremental build, modules disk, boot, the
-               target's suite), its seconds as `bisect.json` records them
+               target narrowed to one row, ibv_rc_pingpong), its seconds as
+               `bisect.json` records them
   cold:        bare `make -jN` of the same .config in an empty object
                directory with ccache off (what a bisect without a kept object
                directory would pay per step); --no-cold leaves it out (it
                takes 15-25 minutes on 2 cores)
 Prints the seconds and the ratios step/incremental and step/cold.
 
-Usage: .venv/bin/python bench/bisect_step.py [--series S] [--suites verbs-smoke]
-       [--no-cold]
+Usage: .venv/bin/python bench/bisect_step.py [--series S] [--no-cold]
 """
 from __future__ import annotations
 
@@ -75,7 +75,9 @@ def step(plan, cache: Cache, logs: Path, runs: Path) -> float:
     rng = SeriesRange(plan, logs / "bisect-series")
     console = Console(file=open(logs / "steps.log", "a"), width=250)
     runner.run(rng.plan_for(0), runs, cache, console)
-    oracle = make_oracle(rng, Target(test="no row has this name"), 1, runs, cache,
+    # a target as `harness bisect` narrows it: one verbs-smoke row
+    target = Target(test="verbs-smoke test_pingpong[ibv_rc_pingpong]", suite="verbs-smoke")
+    oracle = make_oracle(rng, target, 1, runs, cache,
                          lambda text: print(text), logs / "steps.log")
     return oracle(1).seconds
 
@@ -94,20 +96,18 @@ def cold(plan, cache: Cache, config: Path, logs: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--series", default="demo-rxe-slow")
-    parser.add_argument("--suites", default="verbs-smoke",
-                        help="the suites a step runs, comma-separated")
     parser.add_argument("--no-cold", action="store_true")
     args = parser.parse_args()
     logs = Path(tempfile.mkdtemp(prefix="bench-bisect-"))
     base = plan_mod.load(None)
     plan = dataclasses.replace(base, series=(args.series,), per_patch=False,
-                               suites=tuple(args.suites.split(",")), name="bench-bisect")
+                               suites=("verbs-smoke",), name="bench-bisect")
     cache = Cache()
     first = series.load(args.series, logs, logs / "series.log").patches[0]
     inc, config = incremental(plan, cache, first.path, logs)
     one = step(plan, cache, logs, logs / "runs")
     full = None if args.no_cold else cold(plan, cache, config, logs)
-    print(f"series {args.series}, patch 1 \"{first.subject}\"; suites {args.suites}; "
+    print(f"series {args.series}, patch 1 \"{first.subject}\"; "
           f"logs in {logs}")
     print(f"{'':28}{'seconds':>9}{'step / this':>13}")
     print(f"{'incremental make (bare)':28}{inc:9.1f}{one / inc:13.2f}")
