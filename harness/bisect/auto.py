@@ -40,7 +40,9 @@ def target_for(result: RunResult) -> tuple[Target, str] | None:
     if result.perf is not None and result.perf.fails_run:
         drop = next((w for w in result.warnings if w.kind == "perf-drop" and w.metric), None)
         if drop is not None:
-            return Target(perf=f"{drop.suite} {drop.test}:{drop.metric}", suite="perf"), \
+            # perf-drop warnings are the perf suite's rows (they may not name it)
+            return Target(perf=f"{drop.suite or 'perf'} {drop.test}:{drop.metric}",
+                          suite="perf"), \
                 f"perf drop: {drop.message}"
     for crash in result.crashes:
         if not crash.counts:

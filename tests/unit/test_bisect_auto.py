@@ -51,8 +51,9 @@ def test_a_perf_drop_that_failed_the_run_is_a_perf_target():
     result.tests = [t for t in result.tests if t.status not in ("fail", "error")]
     result.crashes = []
     result.perf = PerfComparison(30.0, "base-run", fails_run=True)
+    # as results/baseline.py writes them: without the suite
     result.warnings = [WarningRecord("perf-drop", "ib_write_bw: -62% throughput_mbit_s",
-                                     suite="perf", test="test_rdma[ib_write_bw]",
+                                     test="test_rdma[ib_write_bw]",
                                      metric="throughput_mbit_s", value=-62.0)]
     target, _ = auto.target_for(result)
     assert target.perf == "perf test_rdma[ib_write_bw]:throughput_mbit_s"
