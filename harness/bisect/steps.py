@@ -120,7 +120,11 @@ def narrow(plan: Plan, target: Target) -> Plan:
     nothing is narrowed; a --test glob of no known suite selects its rows
     among the plan's suites. A step never retries: its repeats are the
     bisect's own, and a failure that passed on a retry still reproduced."""
-    plan = dataclasses.replace(plan, retries=0)
+    # nor compares perf with a baseline: the runs directory of the steps is
+    # the bisect's own (a baseline run id of the plan is not there), and a
+    # perf target is judged against the good end
+    plan = dataclasses.replace(plan, retries=0, perf=dataclasses.replace(
+        plan.perf, baseline="none", fail_on_regression=False))
     if target.crash or not (target.test or target.perf):
         return plan
     glob = target.perf_row if target.perf else target.test

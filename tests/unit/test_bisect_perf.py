@@ -243,10 +243,14 @@ def test_a_user_glob_narrows_to_its_suite_when_it_names_one():
 
 def test_a_crash_target_is_not_narrowed_a_perf_one_is():
     quick = plan_mod.load(None)
-    assert narrow(quick, Target(crash="WARNING")) == quick
-    assert narrow(quick, Target(test="x", crash="WARNING")) == quick
-    retrying = replace(quick, retries=2)
-    assert narrow(retrying, Target(crash="WARNING")).retries == 0    # repeats are the bisect's
+    crash = narrow(quick, Target(crash="WARNING"))
+    assert (crash.suites, crash.select) == (quick.suites, ())
+    assert narrow(quick, Target(test="x", crash="WARNING")) == crash
+    retrying = replace(quick, retries=2, perf=replace(quick.perf, baseline="20261201-x",
+                                                      fail_on_regression=True))
+    stepping = narrow(retrying, Target(crash="WARNING"))
+    assert stepping.retries == 0                          # repeats are the bisect's
+    assert (stepping.perf.baseline, stepping.perf.fail_on_regression) == ("none", False)
     perf = narrow(quick, perf_target("perf test_rdma[ib_write_bw]:throughput_mbit_s"))
     assert (perf.suites, perf.select) == (("perf",), ("perf test_rdma[ib_write_bw]",))
 
