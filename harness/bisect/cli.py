@@ -70,6 +70,8 @@ def bisect_command(args: argparse.Namespace, console: Console) -> int:
                                 Cache(args.cache_dir), console)
     except KeyboardInterrupt:
         return EXIT_INFRA
+    if report.get("bad_input"):
+        return EXIT_BAD_INPUT
     return EXIT_PASS if report.get("first_bad") else EXIT_FAIL
 
 

@@ -59,6 +59,14 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
         raise
     report = _report(state, outcome, rng, target, cache)
     report["directory"] = str(workdir)
+    top = next((st for st in state.steps if st.index == len(rng.labels) - 1), None)
+    if (not outcome.ends_ok and top is not None and top.verdict == search.SKIP
+            and top.note.startswith("no row matching")):
+        # the target names nothing the bad end runs: the user's input, not the kernel
+        report["bad_input"] = (f"the target ({target.describe()}) matches no row at the "
+                               f"bad end {rng.labels[-1]}: check the name against "
+                               f"{top.run_dirs[-1]}/results.json")
+        report["message"] = report["bad_input"]
     write_atomic(state_file, json.dumps(report, indent=1))
     if target.perf and perf_reference(state) is not None:
         console.print(escape(f"reference: {target.perf_metric} "

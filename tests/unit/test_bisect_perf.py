@@ -258,3 +258,17 @@ def test_a_crash_target_is_not_narrowed_a_perf_one_is():
 def test_the_cli_takes_a_user_globs_suite(tmp_path):
     _, _, target = bisect_cli._setup(args(tmp_path, test="verbs-smoke test_ping*"))
     assert target.suite == "verbs-smoke"
+
+
+def test_a_test_glob_that_matches_nothing_at_the_bad_end_is_bad_input(tmp_path, monkeypatch):
+    monkeypatch.setattr(steps.runner, "run",
+                        lambda plan, runs_dir, cache, console: perf_run(1.0, run_id="top"))
+    plan = replace(plan_mod.load(None), name="q")
+    console = Console(file=io.StringIO(), width=300)
+    target = Target(test="perf test_no_such_row*", suite="perf")
+    report = session.bisect(plan, FakeRange(plan, 3), target, 1, tmp_path,
+                            Cache(tmp_path / "c"), console)
+    assert report["bad_input"].startswith("the target (rows matching 'perf test_no_such_row*' "
+                                          "fail) matches no row at the bad end c2")
+    assert report["bad_input"].endswith("/top/results.json")
+    assert [s["index"] for s in report["steps"]] == [2]         # nothing else was run
