@@ -4,7 +4,9 @@ rdma-core's test_resize_cq errors on rxe) fails at the top, and the run
 bisects inside the series by itself, narrowed to that one pyverbs case, and
 names patch 2 in results.json, the summary and bisect.json. The top run is
 narrowed with `select` to the pyverbs module the case lives in (the whole
-pyverbs suite takes five minutes under TCG)."""
+pyverbs suite takes five minutes under TCG), and `retries: 1` runs the
+failed case once more on the same guests: it fails again, so it is a
+failure, not a flake (the bisect's steps never retry)."""
 from __future__ import annotations
 
 import json
@@ -22,7 +24,7 @@ def test_a_series_check_with_bisect_names_the_patch_that_broke_one_pyverbs_case(
         [sys.executable, "-m", "harness", "series", "check", "demo-pyverbs-regression",
          "--bisect", "--no-per-patch", "--runs-dir", str(tmp_path),
          "--set", "suites=[pyverbs]", "--set", "select=['pyverbs[rxe] tests.test_cq.*']",
-         "--set", "bisect_repeat=1"],
+         "--set", "bisect_repeat=1", "--set", "retries=1"],
         cwd=REPO, capture_output=True, text=True, timeout=3 * 3600)
     out = done.stdout + done.stderr
     assert done.returncode == 1, out[-4000:]
@@ -31,6 +33,9 @@ def test_a_series_check_with_bisect_names_the_patch_that_broke_one_pyverbs_case(
     result = json.loads((run_dir / "results.json").read_text())
     rows = {t["name"]: t["status"] for t in result["tests"]}
     assert rows[CASE] in ("fail", "error")
+    case = next(t for t in result["tests"] if t["name"] == CASE)
+    # retried once on the same guests (a real retry, narrowed to the case): not a flake
+    assert case["retries"] == 1 and "failed again on 1 retry" in case["message"]
     assert not any(name.startswith("pyverbs[siw]") for name in rows)    # narrowed
     bisect = result["bisect"]
     assert bisect["first_bad"]["index"] == 2 and bisect["first_bad"]["subject"] == SUBJECT
