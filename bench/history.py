@@ -5,8 +5,10 @@ Writes N run directories shaped like real runs (the rows of
 tests/data/results/<template>.json, each run with its own id, start time,
 build and a few rows flipped to fail), then times, side by side in one run:
 loading every results.json (RunResult.load, the floor: any index reads them),
-`history rebuild` (load + index), and the queries `harness history` makes
-(per-test statuses, pass rates and streaks; the flaky rows).
+`history rebuild` (load + index), the queries `harness history` makes
+(per-test statuses, pass rates and streaks; the flaky rows), and `harness
+compare` with its defaults (the newest run against the latest earlier one of
+its plan: chosen from the index, two results.json read).
 
 Usage: .venv/bin/python bench/history.py [--runs 1000] [--template quickstart-before-typed-results]
 """
@@ -39,6 +41,16 @@ def synthesize(template: RunResult, runs: int, top: Path) -> None:
         write_json(run, top / run.run_id / "results.json")
 
 
+def _compare(runs: Path) -> int:
+    """`harness compare --runs-dir RUNS --json`, output dropped."""
+    import contextlib
+    import io
+
+    from harness.cli import main as cli
+    with contextlib.redirect_stdout(io.StringIO()):
+        return cli(["compare", "--runs-dir", str(runs), "--json"])
+
+
 def timed(what, fn):
     start = time.perf_counter()
     value = fn()
@@ -59,6 +71,7 @@ def main() -> int:
         (count, _), rebuild = timed("rebuild", lambda: history.rebuild(db, runs))
         found, query = timed("tests", lambda: history.tests(db, last=10))
         flaky, flaky_s = timed("flaky", lambda: history.flaky_rows(db))
+        code, compare_s = timed("compare", lambda: _compare(runs))
         rows = count * len(template.tests)
         print(f"{count} runs x {len(template.tests)} rows ({rows:,} rows), "
               f"database {db.stat().st_size / 1e6:.1f} MB")
@@ -66,6 +79,7 @@ def main() -> int:
         print(f"history rebuild           {rebuild:7.3f} s  ({rebuild / load:.2f}x the floor)")
         print(f"harness history (query)   {query:7.3f} s  ({len(found)} tests)")
         print(f"flaky rows                {flaky_s:7.3f} s  ({len(flaky)} flaky)")
+        print(f"harness compare           {compare_s:7.3f} s  (exit {code})")
     return 0
 
 

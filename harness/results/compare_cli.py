@@ -4,6 +4,7 @@ and prints."""
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 import json
 from pathlib import Path
 
@@ -82,9 +83,25 @@ def _resolve(ref: str, runs_dir: Path) -> Path:
     raise PlanError(f"unknown run {ref!r}: neither a run id in {runs_dir} nor a directory")
 
 
-def _all_runs(runs_dir: Path) -> list[tuple[Path, RunResult]]:
-    # a run being written, or damaged, is never chosen by default
-    return [(d, run) for d, run in read_runs(runs_dir) if isinstance(run, RunResult)]
+@dataclass(frozen=True)
+class _Candidate:
+    run_dir: Path
+    plan: str
+    origin: str | None
+    order: tuple[str, str]
+
+
+def _candidates(runs_dir: Path, db: Path) -> list[_Candidate]:
+    """The runs a default comparison chooses from: from the history index
+    when it knows every run directory there (two results.json are read, not
+    a thousand), else from the run directories themselves. A run being
+    written, or damaged, is never chosen by default."""
+    on_disk = [p.parent for p in runs_dir.glob("*/results.json")]
+    indexed = history.run_index(db)
+    if indexed and all(d.name in indexed for d in on_disk):
+        return [_Candidate(d, *indexed[d.name]) for d in on_disk]
+    return [_Candidate(d, run.plan, run.kernel.source, run_order(run))
+            for d, run in read_runs(runs_dir) if isinstance(run, RunResult)]
 
 
 def _select(args: argparse.Namespace):
@@ -103,23 +120,26 @@ def _select(args: argparse.Namespace):
         if not runs_dir.is_dir():
             raise PlanError(f"runs directory {runs_dir} does not exist (give --runs-dir "
                             "or a RUN)")
-        runs = _all_runs(runs_dir)
+        runs = _candidates(runs_dir, args.history or runs_dir / history.DEFAULT_NAME)
         if not runs:
             raise PlanError(f"no runs with a results.json in {runs_dir}")
-        current_dir, current = max(runs, key=lambda r: run_order(r[1]))
+        current_dir = max(runs, key=lambda c: c.order).run_dir
+        current = _load(current_dir)
     if args.against:
         base_dir = _resolve(args.against, runs_dir)
         base = _load(base_dir)
     else:
-        earlier = [(d, r) for d, r in (_all_runs(runs_dir) if runs_dir.is_dir() else [])
-                   if r.plan == current.plan and r.kernel.source == current.kernel.source
-                   and r.run_id != current.run_id and run_order(r) < run_order(current)]
+        db = args.history or runs_dir / history.DEFAULT_NAME
+        earlier = [c for c in (_candidates(runs_dir, db) if runs_dir.is_dir() else [])
+                   if c.plan == current.plan and c.origin == current.kernel.source
+                   and c.run_dir.name != current.run_id and c.order < run_order(current)]
         if not earlier:
             origin = current.kernel.source or "an unknown tree"
             raise PlanError(
                 f"no earlier run of plan {current.plan!r} from {origin} in {runs_dir} to "
                 f"compare {current.run_id} with (name one with --against)")
-        base_dir, base = max(earlier, key=lambda r: run_order(r[1]))
+        base_dir = max(earlier, key=lambda c: c.order).run_dir
+        base = _load(base_dir)
     if base_dir.resolve() == current_dir.resolve() or base.run_id == current.run_id:
         raise PlanError(f"run {current.run_id} compared with itself (give another "
                         "--against)")

@@ -151,6 +151,20 @@ def rebuild(db: Path, runs_dir: Path) -> tuple[int, list[str]]:
     return count, skipped
 
 
+def run_index(db: Path) -> dict[str, tuple[str, str | None, tuple[str, str]]]:
+    """run id -> (plan, tree origin, run order) of every indexed run, without
+    reading a results.json; empty without a readable database."""
+    if not Path(db).is_file():
+        return {}
+    try:
+        with connect(db, create=False) as conn:
+            found = conn.execute("SELECT run_id, plan, origin, started FROM runs").fetchall()
+    except (HarnessError, sqlite3.Error):
+        return {}
+    return {run_id: (plan, origin, (started or run_id, run_id))
+            for run_id, plan, origin, started in found}
+
+
 def flaky_rows(db: Path) -> set[RowKey]:
     """Rows that both passed and failed on one kernel build, or were flaky
     in a run (status `flaky`); empty without a history database."""

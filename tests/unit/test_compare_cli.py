@@ -250,3 +250,27 @@ def test_a_missing_history_file(runs, capsys):
 
 def test_a_negative_threshold(runs, capsys):
     assert "--threshold -5: must be 0 or more" in bad(capsys, "--threshold", "-5")
+
+
+def test_with_a_complete_index_only_the_two_compared_runs_are_read(runs, capsys,
+                                                                     monkeypatch):
+    from harness.results.model import RunResult
+    history.rebuild(history.default_path(runs), runs)
+    read = []
+    load = RunResult.load.__func__
+
+    def counting(cls, path):
+        read.append(Path(path).parent.name)
+        return load(cls, path)
+
+    monkeypatch.setattr(RunResult, "load", classmethod(counting))
+    code, out = compared(capsys)
+    assert code == EXIT_PASS and out["baseline"] == "20261201-110000-full-0002"
+    assert sorted(read) == ["20261201-110000-full-0002", "20261201-120000-full-0005"]
+    # a run the index does not know yet: the run directories decide, it is the newest
+    add_run(runs, "20261201-130000-full-0006", "2026-12-01T13:00:00")
+    read.clear()
+    code, out = compared(capsys)
+    assert (out["current"], out["baseline"]) == ("20261201-130000-full-0006",
+                                                 "20261201-120000-full-0005")
+    assert len(read) > 2
