@@ -136,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         plan = plan_mod.load(args.plan, args.overrides)
         if args.command == "series":
             plan = _series_plan(plan, args)
+        else:
+            plan = _with_series_suites(plan, args.overrides)
         if args.bisect:
             import dataclasses
             plan = dataclasses.replace(plan, bisect=True)
@@ -156,21 +158,43 @@ def main(argv: list[str] | None = None) -> int:
     return result.exit_code
 
 
+def _series_specs(refs) -> list:
+    """The series a plan names, read (message-ids are fetched later, in the
+    run: they bring no suites)."""
+    import tempfile
+
+    from . import series
+
+    with tempfile.TemporaryDirectory(prefix="harness-series-") as tmp:
+        return [series.load(ref, Path(tmp), Path(tmp) / "log") for ref in refs
+                if not series.is_message_id(ref)]
+
+
+def _with_series_suites(plan: "plan_mod.Plan", overrides: list[str]) -> "plan_mod.Plan":
+    """`run`: the plan's suites and those its series bring (a series'
+    series.yaml names the suites that check what it adds, such as
+    demo-rxe-counters' rxe-counters): they leave with the series, so a run of
+    another series never fails on our demo's counters. `--set suites=...`
+    is taken as it is."""
+    import dataclasses
+
+    if "suites" in {o.split("=", 1)[0].strip() for o in overrides} or not plan.series:
+        return plan
+    brought = [t for spec in _series_specs(plan.series) for t in spec.suites]
+    suites = tuple(dict.fromkeys((*plan.suites, *brought)))
+    return dataclasses.replace(plan, suites=suites) if suites != plan.suites else plan
+
+
 def _series_plan(plan: "plan_mod.Plan", args: argparse.Namespace) -> "plan_mod.Plan":
     """The plan for `series check`: the series, per-patch builds, and the
     fragments, suites and modules the series ask for unless --set chose them."""
     import dataclasses
-    import tempfile
-
-    from . import series
 
     chosen = {o.split("=", 1)[0].strip() for o in args.overrides}
     changes: dict = {"series": tuple(args.series), "per_patch": not args.no_per_patch}
     if "name" not in chosen:
         changes["name"] = "series-" + "+".join(Path(s).stem for s in args.series)[:60]
-    with tempfile.TemporaryDirectory(prefix="harness-series-") as tmp:
-        specs = [series.load(ref, Path(tmp), Path(tmp) / "log") for ref in args.series
-                 if not series.is_message_id(ref)]
+    specs = _series_specs(args.series)
     fragments = tuple(dict.fromkeys(f for s in specs for f in s.fragments))
     suites = tuple(dict.fromkeys(t for s in specs for t in s.suites))
     if fragments and "kconfig.fragments" not in chosen:

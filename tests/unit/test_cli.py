@@ -174,3 +174,21 @@ def test_an_unexpected_exception_is_an_infrastructure_error_with_a_traceback(tmp
     assert data["stages"][0]["name"] == "source" and data["stages"][0]["status"] == "error"
     assert "Traceback" in (run_dir / "logs" / "traceback.txt").read_text()
     assert "verdict: error" in out
+
+
+def test_the_suites_a_series_brings_leave_with_it():
+    """The quickstart's demo series brings rxe-counters (its series.yaml);
+    another series, or --set suites, does not get our demo's counters check
+    (which failed every series but the demo)."""
+    from harness.cli import _with_series_suites
+    quick = plan_mod.load(None)
+    assert "rxe-counters" not in quick.suites
+    assert _with_series_suites(quick, []).suites == ("modules", "verbs-smoke",
+                                                      "rxe-counters")
+    mine = plan_mod.load(None, ["series=[demo-broken]"])
+    assert _with_series_suites(mine, ["series=[demo-broken]"]).suites == (
+        "modules", "verbs-smoke")
+    chosen = plan_mod.load(None, ["suites=[modules]"])
+    assert _with_series_suites(chosen, ["suites=[modules]"]).suites == ("modules",)
+    none = plan_mod.load(None, ["series=[]"])
+    assert _with_series_suites(none, ["series=[]"]) == none
