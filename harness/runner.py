@@ -59,7 +59,7 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
         state.interrupted = f"interrupted by {signal.Signals(signum).name}"
         raise Interrupted(state.interrupted)
 
-    old = {s: signal.signal(s, interrupt) for s in (signal.SIGINT, signal.SIGTERM)}
+    old = {s: signal.signal(s, interrupt) for s in _STOPPING}
     try:
         _stages(state)
     except HarnessError as exc:
@@ -75,12 +75,31 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
                         f"(traceback in logs/traceback.txt)")
         result.exit_code = EXIT_INFRA
     finally:
-        with contextlib.suppress(Interrupted):
+        # the run directory is written whatever comes now: a second Ctrl-C or a
+        # SIGTERM during clean-up is noted, not obeyed (SIGKILL still works)
+        for sig in _STOPPING:
+            signal.signal(sig, _finishing(state))
+        try:
             _finish(state)
             _index(state, history_db)
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
+        finally:
+            for sig, handler in old.items():
+                signal.signal(sig, handler)
     return result
+
+
+# SIGHUP: the terminal or the SSH session that started the run went away
+_STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _finishing(state: Run):
+    def later(signum, frame):
+        name = signal.Signals(signum).name
+        if not state.interrupted:
+            state.interrupted = f"interrupted by {name}"
+        with contextlib.suppress(Exception):
+            state.progress.say(f"{name} during clean-up: writing the run directory first")
+    return later
 
 
 def preflight(plan: Plan) -> None:

@@ -192,3 +192,25 @@ def test_the_suites_a_series_brings_leave_with_it():
     assert _with_series_suites(chosen, ["suites=[modules]"]).suites == ("modules",)
     none = plan_mod.load(None, ["series=[]"])
     assert _with_series_suites(none, ["series=[]"]) == none
+
+
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM", "SIGHUP"])
+def test_a_signal_during_clean_up_does_not_cost_the_results(tmp_path, monkeypatch, signame):
+    """A second Ctrl-C (or a SIGTERM, or the terminal going away) while the
+    run writes its directory is noted, not obeyed: results.json and junit.xml
+    are written. Before, the interrupt aborted the clean-up: only plan.yaml."""
+    import os
+    import signal
+
+    from harness.results import baseline
+    real = baseline.compare_run
+
+    def signalled(*args, **kwargs):
+        os.kill(os.getpid(), getattr(signal, signame))    # delivered here, in _finish
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(baseline, "compare_run", signalled)
+    result, run_dir, out = run_plan(tmp_path, ["suites=[nosuch]"])
+    assert_error_run(result, run_dir, "nosuch")
+    assert f"{signame} during clean-up: writing the run directory first" in out
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
