@@ -46,9 +46,14 @@ def git(args: list[str], cwd: Path, log: Path | None = None, check: bool = True,
     return result
 
 
-def kernel_version(tree: Path) -> str:
-    """VERSION.PATCHLEVEL.SUBLEVEL+EXTRAVERSION, read from the top Makefile."""
-    head = (tree / "Makefile").read_text(errors="replace")[:2000]
+def kernel_version(tree: Path, commit: str = "") -> str:
+    """VERSION.PATCHLEVEL.SUBLEVEL+EXTRAVERSION, read from the top Makefile
+    (of `commit` in the git tree at `tree`, when given: without checking it
+    out)."""
+    if commit:
+        head = git(["show", f"{commit}:Makefile"], tree).stdout[:2000]
+    else:
+        head = (tree / "Makefile").read_text(errors="replace")[:2000]
     fields = dict(re.findall(r"^(VERSION|PATCHLEVEL|SUBLEVEL|EXTRAVERSION)[ \t]*=[ \t]*(\S*)",
                              head, re.M))
     base = ".".join(fields.get(k, "0") for k in ("VERSION", "PATCHLEVEL", "SUBLEVEL"))
@@ -163,9 +168,10 @@ def _from_git(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
             git(["worktree", "prune"], user_tree, log)
             git(["worktree", "add", "--detach", "--force", str(worktree), commit],
                 user_tree, log)
-        else:
-            # same worktree, new commit: only changed files get new mtimes, so
-            # the build stays incremental
-            git(["checkout", "-q", "--detach", "--force", commit], worktree, log)
-    return SourceTree(worktree, commit, kernel_version(worktree),
+        # An existing worktree is NOT checked out here: another run may be
+        # building it now (it holds the object directory's lock, not this
+        # one). The run checks out `commit` under that lock (series.checkout_base
+        # or series.apply); only changed files get new mtimes, so the build
+        # stays incremental.
+    return SourceTree(worktree, commit, kernel_version(user_tree, commit),
                       f"git {user_tree} {spec.ref} ({commit[:12]})")

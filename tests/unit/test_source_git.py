@@ -1,0 +1,64 @@
+"""The git source: a cached worktree of the user's tree. A second run's source
+stage must not check out its commit while a first run builds that worktree
+(issue 14: run B's checkout changed a file under run A's build, and A cached
+B's code under A's commit key); the checkout happens under the object
+directory's lock, in series.checkout_base."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from harness import pipeline
+from harness.cache import Cache
+from harness.plan import KernelSpec
+from harness.series import checkout_base
+from harness.source import prepare
+
+
+def git(repo: Path, *args: str) -> str:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "A", "GIT_AUTHOR_EMAIL": "a@b",
+           "GIT_COMMITTER_NAME": "A", "GIT_COMMITTER_EMAIL": "a@b"}
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, text=True,
+                          capture_output=True).stdout.strip()
+
+
+def fake_kernel_tree(path: Path) -> tuple[str, str]:
+    """A git tree the source stage takes for a kernel; two commits whose
+    Makefile and one driver file differ."""
+    for d in ("scripts/kconfig", "arch/x86", "drivers"):
+        (path / d).mkdir(parents=True)
+    (path / "Kconfig").write_text("mainmenu \"x\"\n")
+    (path / "scripts/kconfig/Makefile").write_text("")
+    (path / "arch/x86/Kconfig").write_text("")
+    (path / "Makefile").write_text("VERSION = 7\nPATCHLEVEL = 2\nSUBLEVEL = 0\n")
+    (path / "drivers/rxe.c").write_text("int version = 1;\n")
+    git(path, "init", "-q")
+    git(path, "add", ".")
+    git(path, "commit", "-qm", "one")
+    first = git(path, "rev-parse", "HEAD")
+    (path / "Makefile").write_text("VERSION = 7\nPATCHLEVEL = 2\nSUBLEVEL = 1\n")
+    (path / "drivers/rxe.c").write_text("int version = 2;\n")
+    git(path, "commit", "-qam", "two")
+    return first, git(path, "rev-parse", "HEAD")
+
+
+def test_a_second_runs_source_stage_leaves_a_worktree_being_built_alone(tmp_path):
+    user = tmp_path / "linux"
+    user.mkdir()
+    first, second = fake_kernel_tree(user)
+    cache = Cache(tmp_path / "cache")
+    tree_a = prepare(KernelSpec(source="git", tree=str(user), ref=first), cache,
+                     tmp_path / "a.log")
+    with pipeline.objdir_for(tree_a, cache):          # run A configures and builds
+        checkout_base(tree_a, tmp_path / "a.log")
+        tree_b = prepare(KernelSpec(source="git", tree=str(user), ref=second), cache,
+                         tmp_path / "b.log")          # run B's source stage, meanwhile
+        assert tree_b.path == tree_a.path
+        assert (tree_a.path / "drivers/rxe.c").read_text() == "int version = 1;\n"
+        assert git(tree_a.path, "rev-parse", "HEAD") == first
+    assert (tree_b.commit, tree_b.version) == (second, "7.2.1")    # read from git
+    assert tree_a.version == "7.2.0"
+    with pipeline.objdir_for(tree_b, cache):          # run B's turn: now it checks out
+        checkout_base(tree_b, tmp_path / "b.log")
+        assert (tree_b.path / "drivers/rxe.c").read_text() == "int version = 2;\n"
