@@ -61,18 +61,73 @@ def locked(lockfile: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+# files up to this size are hashed in an entry's manifest; bigger ones (disk
+# images, bzImage) are checked by size, so a lookup stays cheap
+HASHED_UP_TO = 1 << 20
+
+
+def _manifest(top: Path) -> dict[str, list]:
+    files = {}
+    for path in sorted(top.rglob("*")):
+        if path.is_file() and not path.is_symlink() and path.name != Cache.DONE:
+            size = path.stat().st_size
+            files[str(path.relative_to(top))] = [
+                size, file_digest(path) if size <= HASHED_UP_TO else None]
+    return files
+
+
 class Cache:
+    """Entries kind/key, filled under a lock through a scratch directory. An
+    entry's `.complete` holds its manifest (every file's size, and a hash of
+    the small ones): an entry that no longer matches it (a truncated file, an
+    emptied one, one removed) is damaged — moved out of the way and built
+    again, and named in `damaged` for the run to report. Entries written
+    before manifests (an empty `.complete`) are trusted as they are."""
     DONE = ".complete"
 
     def __init__(self, root: Path | None = None):
         self.root = Path(root) if root else default_root()
+        self.damaged: list[str] = []
 
     def entry(self, kind: str, key: str) -> Path:
         return self.root / kind / key
 
     def get(self, kind: str, key: str) -> Path | None:
         path = self.entry(kind, key)
-        return path if (path / self.DONE).exists() else None
+        done = path / self.DONE
+        if not done.exists():
+            return None
+        problem = self._check(path, done)
+        if problem is None:
+            return path
+        self.damaged.append(f"cache entry {path} was damaged ({problem}): built again")
+        aside = path.with_name(f".{key}.damaged.{os.getpid()}")
+        with contextlib.suppress(OSError):
+            os.replace(path, aside)
+            shutil.rmtree(aside, ignore_errors=True)
+        return None
+
+    @staticmethod
+    def _check(path: Path, done: Path) -> str | None:
+        """What is wrong with an entry, or None."""
+        try:
+            text = done.read_text()
+            recorded = json.loads(text)["files"] if text.strip() else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return "its manifest is unreadable"
+        if recorded is None:
+            return None                     # an entry from before manifests
+        for name, (size, digest_) in recorded.items():
+            file = path / name
+            try:
+                actual = file.stat().st_size
+            except OSError:
+                return f"{name} is missing"
+            if actual != size:
+                return f"{name} has {actual} bytes, {size} were written"
+            if digest_ is not None and file_digest(file) != digest_:
+                return f"{name} changed since it was written"
+        return None
 
     def lock(self, kind: str, key: str):
         return locked(self.root / kind / f".{key}.lock")
@@ -83,10 +138,13 @@ class Cache:
         entry (kind, key). Caller should hold lock(kind, key)."""
         final = self.entry(kind, key)
         final.parent.mkdir(parents=True, exist_ok=True)
+        # the lock is held: a scratch directory of this key is a killed run's
+        for stale in final.parent.glob(f".{key}.tmp.*"):
+            shutil.rmtree(stale, ignore_errors=True)
         scratch = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{key}.tmp."))
         try:
             yield scratch
-            (scratch / self.DONE).write_text("")
+            (scratch / self.DONE).write_text(json.dumps({"files": _manifest(scratch)}))
             scratch.chmod(0o755)        # mkdtemp made it 0700: let other users read
             if final.exists():
                 shutil.rmtree(final)

@@ -26,7 +26,7 @@ from .plan import Plan, waiver_for
 from .progress import Progress
 from .results import baseline, history, reproducer
 from .results.crashes import Attribution, node_crashes
-from .results.model import RunResult
+from .results.model import RunResult, WarningRecord
 from .results.summary import print_summary
 from .results.verdict import decide, flaky_warnings
 from .results.writers import write_json, write_junit
@@ -168,6 +168,8 @@ def _finish(state: Run) -> None:
     result.verdict, result.exit_code, result.error = (verdict.verdict, verdict.exit_code,
                                                       verdict.error)
     result.warnings += expectations.unexpected_passes(result.tests)
+    result.warnings += [WarningRecord(kind="cache-damaged", message=m)
+                        for m in state.cache.damaged]
     result.warnings += flaky_warnings(result.tests)
     result.finished = datetime.datetime.now().isoformat(timespec="seconds")
     write_json(result, state.run_dir / "results.json")

@@ -39,6 +39,19 @@ def _qemu_identity() -> str:
     return f"{path}:{info.st_size}:{info.st_mtime_ns}"
 
 
+def _read_memo(memo: Path) -> dict | None:
+    """The probe's answer for this host boot, or None (none yet, or a memo
+    that is damaged: probed again rather than trusted or crashed on)."""
+    try:
+        known = json.loads(memo.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(known, dict) or not isinstance(known.get("kvm"), bool) \
+            or not isinstance(known.get("why"), str):
+        return None
+    return known
+
+
 def memo_path(cache: Cache) -> Path:
     """Where the probe's verdict is kept: whether KVM works is a property of
     this host boot and of QEMU, not of the kernel under test, so one probe
@@ -81,9 +94,8 @@ def choose(requested: str, bzimage: Path, cache: Cache, workdir: Path,
                             "(add yourself to the kvm group, or use vm.accel=auto)", EXIT_INFRA)
         return AccelChoice("tcg", "/dev/kvm is missing or not accessible")
     memo = memo_path(cache)
-    if memo.exists():
-        known = json.loads(memo.read_text())
-    else:
+    known = _read_memo(memo)
+    if known is None:
         ok, why = probe_kvm(bzimage, workdir, timeout)
         known = {"kvm": ok, "why": why}
         write_atomic(memo, json.dumps(known))

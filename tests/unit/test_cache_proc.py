@@ -268,3 +268,40 @@ def test_spawn_of_a_missing_program_is_an_infrastructure_error(tmp_path):
     with pytest.raises(ProcError) as info:
         proc.spawn(["harness-no-such-qemu"], log=tmp_path / "log")
     assert info.value.exit_code == 3
+
+
+def test_a_damaged_cache_entry_is_detected_set_aside_and_named(tmp_path):
+    """An emptied `seconds` file of a kernel entry made every later run an
+    internal error (ValueError); a truncated image would boot garbage."""
+    cache = Cache(tmp_path)
+    with cache.lock("kernels", "k1"):
+        with cache.fill("kernels", "k1") as scratch:
+            (scratch / "seconds").write_text("812.5\n")
+            (scratch / "bzImage").write_bytes(b"x" * (2 << 20))   # checked by size
+    entry = cache.get("kernels", "k1")
+    assert entry is not None and not cache.damaged
+    (entry / "seconds").write_text("")
+    assert cache.get("kernels", "k1") is None
+    assert cache.damaged == [f"cache entry {entry} was damaged (seconds has 0 bytes, 6 were "
+                             "written): built again"]
+    assert not entry.exists()                   # out of the way: the next fill rebuilds it
+    with cache.lock("kernels", "k1"):
+        with cache.fill("kernels", "k1") as scratch:
+            (scratch / "seconds").write_text("1.0\n")
+    assert cache.get("kernels", "k1") is not None
+    (entry / "seconds").write_text("2.0\n")     # same size, other bytes: hashed
+    assert cache.get("kernels", "k1") is None and "changed since" in cache.damaged[-1]
+
+
+def test_an_entry_from_before_manifests_is_trusted_and_stale_scratch_is_removed(tmp_path):
+    cache = Cache(tmp_path)
+    old = cache.entry("images", "i1")
+    old.mkdir(parents=True)
+    (old / "disk.img").write_bytes(b"")
+    (old / Cache.DONE).write_text("")
+    assert cache.get("images", "i1") == old
+    stale = tmp_path / "images" / ".i2.tmp.abc"       # a killed run's scratch directory
+    stale.mkdir()
+    with cache.lock("images", "i2"), cache.fill("images", "i2") as scratch:
+        (scratch / "disk.img").write_bytes(b"img")
+    assert not stale.exists() and cache.get("images", "i2") is not None

@@ -37,3 +37,19 @@ def test_tcg_asked_for_needs_no_probe(tmp_path, monkeypatch):
     monkeypatch.setattr(accel, "probe_kvm", lambda *a: (_ for _ in ()).throw(AssertionError))
     choice = accel.choose("tcg", tmp_path / "bzImage", Cache(tmp_path / "c"), tmp_path, 20)
     assert choice.accel == "tcg" and "vm.accel=tcg" in choice.reason
+
+
+def test_a_damaged_memo_is_probed_again_not_crashed_on(tmp_path, monkeypatch):
+    probes = []
+    monkeypatch.setattr(accel, "probe_kvm",
+                        lambda bzimage, workdir, timeout: probes.append(1) or (False, "hangs"))
+    monkeypatch.setattr(accel.os, "access", lambda path, mode: True)
+    cache = Cache(tmp_path / "cache")
+    memo = accel.memo_path(cache)
+    memo.parent.mkdir(parents=True, exist_ok=True)
+    for damaged in ("", "{not json", '{"kvm": "yes"}', "[]"):
+        memo.write_text(damaged)
+        choice = accel.choose("auto", tmp_path / "bzImage", cache, tmp_path, 20)
+        assert choice.accel == "tcg" and "hangs" in choice.reason
+    assert len(probes) == 4
+    assert json.loads(memo.read_text()) == {"kvm": False, "why": "hangs"}
