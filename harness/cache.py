@@ -36,11 +36,29 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
+def umask() -> int:
+    """The process umask, read without changing it where Linux tells it."""
+    with contextlib.suppress(OSError):
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None:
+    """Replace `path` with `data` in one rename. The file gets `mode`, by
+    default 0o666 less the umask, as a plain open() would give it (0644 under
+    the usual umask 022): mkstemp's temporary file is 0600, and a run
+    directory's results.json or junit.xml is read by other users (a CI
+    artifact uploader). Pass mode=0o600 for a private file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~umask() if mode is None else mode)
             f.write(data.encode() if isinstance(data, str) else data)
         os.replace(tmp, path)
     except BaseException:
