@@ -96,16 +96,17 @@ class Cache:
         return locked(self.root / kind / f".{key}.lock")
 
     @contextlib.contextmanager
-    def fill(self, kind: str, key: str) -> Iterator[Path]:
+    def fill(self, kind: str, key: str, mode: int = 0o755) -> Iterator[Path]:
         """Yield a scratch directory; when the block succeeds it becomes the
-        entry (kind, key). Caller should hold lock(kind, key)."""
+        entry (kind, key), with `mode` (0o700 for an entry holding a secret).
+        Caller should hold lock(kind, key)."""
         final = self.entry(kind, key)
         final.parent.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{key}.tmp."))
         try:
             yield scratch
             (scratch / self.DONE).write_text("")
-            scratch.chmod(0o755)        # mkdtemp made it 0700: let other users read
+            scratch.chmod(mode)         # mkdtemp made it 0700: others read by default
             if final.exists():
                 shutil.rmtree(final)
             os.replace(scratch, final)
