@@ -36,11 +36,29 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
+def umask() -> int:
+    """The process umask, read without changing it where Linux tells it."""
+    with contextlib.suppress(OSError):
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None:
+    """Replace `path` with `data` in one rename. The file gets `mode`, by
+    default 0o666 less the umask, as a plain open() would give it (0644 under
+    the usual umask 022): mkstemp's temporary file is 0600, and a run
+    directory's results.json or junit.xml is read by other users (a CI
+    artifact uploader). Pass mode=0o600 for a private file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~umask() if mode is None else mode)
             f.write(data.encode() if isinstance(data, str) else data)
         os.replace(tmp, path)
     except BaseException:
@@ -133,9 +151,10 @@ class Cache:
         return locked(self.root / kind / f".{key}.lock")
 
     @contextlib.contextmanager
-    def fill(self, kind: str, key: str) -> Iterator[Path]:
+    def fill(self, kind: str, key: str, mode: int = 0o755) -> Iterator[Path]:
         """Yield a scratch directory; when the block succeeds it becomes the
-        entry (kind, key). Caller should hold lock(kind, key)."""
+        entry (kind, key), with `mode` (0o700 for an entry holding a secret).
+        Caller should hold lock(kind, key)."""
         final = self.entry(kind, key)
         final.parent.mkdir(parents=True, exist_ok=True)
         # the lock is held: a scratch directory of this key is a killed run's
@@ -145,7 +164,7 @@ class Cache:
         try:
             yield scratch
             (scratch / self.DONE).write_text(json.dumps({"files": _manifest(scratch)}))
-            scratch.chmod(0o755)        # mkdtemp made it 0700: let other users read
+            scratch.chmod(mode)         # mkdtemp made it 0700: others read by default
             if final.exists():
                 shutil.rmtree(final)
             os.replace(scratch, final)

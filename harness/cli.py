@@ -8,14 +8,13 @@ import argparse
 import sys
 from pathlib import Path
 
-from rich.markup import escape
-
 from . import plan as plan_mod
 from .errors import EXIT_BAD_INPUT, HarnessError
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
 from .results import compare_cli, history_cli
+from .results.safe import printable
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -142,12 +141,12 @@ def main(argv: list[str] | None = None) -> int:
             import dataclasses
             plan = dataclasses.replace(plan, bisect=True)
     except HarnessError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        console.print(f"[bold red]error:[/] {printable(str(exc))}")
         return exc.exit_code
     try:
         args.runs_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        console.print(f"[bold red]error:[/] --runs-dir {escape(str(args.runs_dir))}: "
+        console.print(f"[bold red]error:[/] --runs-dir {printable(str(args.runs_dir))}: "
                       f"{exc.strerror}")
         return EXIT_BAD_INPUT
     cache = Cache(args.cache_dir)

@@ -9,9 +9,11 @@ rebuilds the image.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import stat
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -27,6 +29,7 @@ from .proc import run
 RECIPE_DIR = PROJECT_ROOT / "vm-images"
 INIT_SCRIPT = RECIPE_DIR / "files" / "harness-init"
 GUEST_INIT = "/sbin/harness-init"
+DISK_MODE = 0o400        # the base disk holds the guest's SSH host private key
 # bump when the way an image is built changes, so cached images are rebuilt
 IMAGE_FORMAT = 2
 
@@ -175,11 +178,12 @@ def build_image(recipe_name: str, cache: Cache, log: Path,
         with cache.lock("images", key):
             entry = cache.get("images", key)
             if entry is None:
-                with cache.fill("images", key) as scratch:
+                with cache.fill("images", key, mode=0o700) as scratch:
                     _build(recipe, scratch, init_text, client_pub, log, say)
                 entry = cache.entry("images", key)
     else:
         say(f"image {recipe.name}: cached ({entry})")
+    _owner_only(entry)
     return GuestImage(name=recipe.name, disk=entry / "disk.img",
                       host_key_pub=(entry / "host_key.pub").read_text().strip(),
                       client_key=key_path, init=GUEST_INIT, recipe_hash=key,
@@ -206,7 +210,17 @@ def _build(recipe: Recipe, out: Path, init_text: str, client_pub: str, log: Path
     say(f"image {recipe.name}: mkfs.ext4 ({recipe.disk_size_mb} MiB, sparse)")
     _mkfs(tree, out / "disk.img", f"{recipe.disk_size_mb}M", "root", log)
     shutil.rmtree(tree)
-    (out / "disk.img").chmod(0o444)
+    (out / "disk.img").chmod(DISK_MODE)
+
+
+def _owner_only(entry: Path) -> None:
+    """disk.img holds the guest's SSH host private key: the entry is 0700 and
+    the disk 0400 (read-only, as QEMU opens it only as a backing file). Also
+    tightens an entry an older harness cached world-readable."""
+    for path, mode in ((entry, 0o700), (entry / "disk.img", DISK_MODE)):
+        with contextlib.suppress(FileNotFoundError, PermissionError):  # another user's
+            if stat.S_IMODE(path.stat().st_mode) != mode:
+                path.chmod(mode)
 
 
 def _mmdebstrap(recipe: Recipe, mirror: str, tree: Path, log: Path) -> None:

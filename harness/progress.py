@@ -7,9 +7,9 @@ import contextlib
 import os
 
 from rich.console import Console
-from rich.markup import escape
 
 from .results.model import PatchResult, TestRecord
+from .results.safe import printable
 
 # a log that is not a terminal (CI) gets lines this wide, so that tables never
 # cut a test or module name (rich's default is 80 columns)
@@ -43,7 +43,7 @@ class Progress:
 
     def say(self, text: str) -> None:
         """An indented detail line under the running stage."""
-        self.console.print(f"  {escape(text)}")
+        self.console.print(f"  {printable(text)}")
 
     def patch(self, report: PatchResult) -> None:
         state = "builds" if report.builds else "[bold red]DOES NOT BUILD[/]"
@@ -51,7 +51,7 @@ class Progress:
                  f"{len(report.checkpatch)} checkpatch finding(s)" if report.checkpatch else "",
                  f"{len(report.config_changes)} .config change(s)"
                  if report.config_changes else ""]
-        self.console.print(f"  patch {report.index} {escape(report.subject[:60])}: {state}"
+        self.console.print(f"  patch {report.index} {printable(report.subject[:60])}: {state}"
                            + "".join(f", {e}" for e in extra if e))
 
     def for_tests(self) -> TestProgress:
@@ -67,10 +67,10 @@ class TestProgress:
                                force_terminal=console.is_terminal, width=console.width)
 
     def row(self, record: TestRecord) -> None:
-        self.console.print(escape(f"  {record.status:5} {record.suite} {record.name} "
+        self.console.print(printable(f"  {record.status:5} {record.suite} {record.name} "
                                   f"({record.seconds:.1f} s)"))
 
     def hang(self, hang) -> None:
-        self.console.print(escape(f"  {hang.node}: hung ({hang.reason}); SysRq task dumps "
+        self.console.print(printable(f"  {hang.node}: hung ({hang.reason}); SysRq task dumps "
                                   f"taken ({len(hang.dump.splitlines())} console lines), "
                                   "node killed"))

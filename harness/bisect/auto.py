@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from ..cache import Cache
 from ..errors import EXIT_FAIL, HarnessError
@@ -23,6 +22,7 @@ from ..plan import Plan
 from ..results import history
 from ..results.model import (BisectResult, BisectStepRecord, RunResult, SuspectedPatch,
                              first_failure)
+from ..results.safe import printable
 from ..results.summary import bisect_line
 from ..results.writers import write_json, write_junit
 from . import search, session
@@ -73,7 +73,7 @@ def after_run(plan: Plan, result: RunResult, runs_dir: Path, cache: Cache,
                       "crash a bisect could place; nothing to bisect")
         return result
     target, why = found
-    console.print(f"[bold]bisect[/] inside the series: {escape(why)}")
+    console.print(f"[bold]bisect[/] inside the series: {printable(why)}")
     step_plan = dataclasses.replace(plan, bisect=False, per_patch=False)
     start = time.monotonic()
     try:
@@ -86,12 +86,12 @@ def after_run(plan: Plan, result: RunResult, runs_dir: Path, cache: Cache,
         report = session.bisect(step_plan, rng, target, plan.bisect_repeat, runs_dir,
                                 cache, console, seed=seed)
     except HarnessError as exc:
-        console.print(f"[bold red]bisect failed:[/] {escape(str(exc))}")
+        console.print(f"[bold red]bisect failed:[/] {printable(str(exc))}")
         report = {"target": dataclasses.asdict(target), "message": f"bisect failed: {exc}",
                   "steps": []}
     except KeyboardInterrupt:
         console.print("bisect interrupted: `harness bisect --from "
-                      f"{escape(str(run_dir))}` resumes it")
+                      f"{printable(str(run_dir))}` resumes it")
         return result
     result.bisect = record_of(report, time.monotonic() - start)
     _blame_crashes(result, report, rng.patches if report.get("first_bad") else [])
@@ -100,8 +100,8 @@ def after_run(plan: Plan, result: RunResult, runs_dir: Path, cache: Cache,
     try:
         history.record(history_db or history.default_path(runs_dir), result, run_dir)
     except HarnessError as exc:
-        console.print(f"history not updated: {escape(str(exc))}")
-    console.print(escape(bisect_line(result.bisect, len(rng.patches))), soft_wrap=True)
+        console.print(f"history not updated: {printable(str(exc))}")
+    console.print(printable(bisect_line(result.bisect, len(rng.patches))), soft_wrap=True)
     return result
 
 

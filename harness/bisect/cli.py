@@ -11,12 +11,12 @@ import dataclasses
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from .. import plan as plan_mod
 from ..cache import Cache
 from ..errors import (EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError,
                       PlanError)
+from ..results.safe import printable
 from . import session
 from .steps import GitRange, SeriesRange, Target, failed_run, perf_target, suite_of_glob
 
@@ -63,7 +63,7 @@ def bisect_command(args: argparse.Namespace, console: Console) -> int:
     try:
         plan, rng, target = _setup(args)
     except HarnessError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code
     try:
         report = session.bisect(plan, rng, target, args.repeat, args.runs_dir,

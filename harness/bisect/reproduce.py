@@ -15,7 +15,6 @@ import dataclasses
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from .. import plan as plan_mod
 from .. import runner
@@ -23,6 +22,7 @@ from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
 from ..results import reproducer
 from ..results.model import RunResult
+from ..results.safe import printable
 from .steps import BAD, SKIP, Target, classify, failed_run, matching_rows
 
 
@@ -47,10 +47,10 @@ def reproduce_command(args: argparse.Namespace, console: Console) -> int:
     try:
         plan, target = plan_for(args.run_dir, Target(args.test, args.crash), args.repeat)
     except HarnessError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code
     runs_dir = args.runs_dir or args.run_dir.resolve().parent
-    console.print(escape(f"reproducing {target.describe()} of {args.run_dir.name}: "
+    console.print(printable(f"reproducing {target.describe()} of {args.run_dir.name}: "
                          f"{args.repeat} run(s) of suites {', '.join(plan.suites)}"))
     verdicts, dirs = [], []
     cache = Cache(args.cache_dir)
@@ -63,7 +63,7 @@ def reproduce_command(args: argparse.Namespace, console: Console) -> int:
         verdict, why = classify(result, target)
         verdicts.append(verdict)
         dirs.append(str(runs_dir / result.run_id))
-        console.print(escape(f"  run {attempt}/{args.repeat}: "
+        console.print(printable(f"  run {attempt}/{args.repeat}: "
                              f"{'reproduced' if verdict == BAD else verdict}"
                              + (f" ({why})" if why else "") + f", {result.run_id}"))
     bad = verdicts.count(BAD)
@@ -72,7 +72,7 @@ def reproduce_command(args: argparse.Namespace, console: Console) -> int:
         return EXIT_PASS
     if all(v == SKIP for v in verdicts):
         console.print(f"could not tell (0/{len(verdicts)}: every run was skipped; see "
-                      f"{escape(args.run_dir.name)}/reproduce.log)")
+                      f"{printable(args.run_dir.name)}/reproduce.log)")
         return EXIT_INFRA
     console.print(f"not reproduced (0/{len(verdicts)})")
     return EXIT_FAIL

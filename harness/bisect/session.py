@@ -12,11 +12,11 @@ import json
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 
 from ..cache import Cache, digest, write_atomic
 from ..plan import Plan
 from ..results.model import RunResult
+from ..results.safe import printable
 from . import search
 from .steps import Target, make_oracle, perf_reference
 
@@ -41,11 +41,11 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
     if seed is not None and not state.steps:
         state.steps.append(seed)
     elif state.steps:
-        console.print(f"resuming {escape(str(workdir))}: {len(state.steps)} step(s) done")
+        console.print(f"resuming {printable(str(workdir))}: {len(state.steps)} step(s) done")
     console.print(f"bisect over {len(rng.labels) - 1} change(s), target: "
-                  f"{escape(target.describe())}; steps in {escape(str(workdir))}")
+                  f"{printable(target.describe())}; steps in {printable(str(workdir))}")
     oracle = make_oracle(rng, target, repeat, workdir / "runs", cache,
-                         lambda text: console.print(escape(text)), workdir / "steps.log",
+                         lambda text: console.print(printable(text)), workdir / "steps.log",
                          reference=lambda: perf_reference(state))
 
     def save(current: search.State) -> None:
@@ -55,7 +55,7 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
         outcome = search.run(state, oracle, save, good_first=bool(target.perf))
     except KeyboardInterrupt:
         console.print(f"interrupted: {len(state.steps)} step(s) kept in "
-                      f"{escape(str(state_file))}; the same command resumes")
+                      f"{printable(str(state_file))}; the same command resumes")
         raise
     report = _report(state, outcome, rng, target, cache)
     report["directory"] = str(workdir)
@@ -69,17 +69,17 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
         report["message"] = report["bad_input"]
     write_atomic(state_file, json.dumps(report, indent=1))
     if target.perf and perf_reference(state) is not None:
-        console.print(escape(f"reference: {target.perf_metric} "
+        console.print(printable(f"reference: {target.perf_metric} "
                              f"{perf_reference(state):g} at the good end"))
     if not report.get("first_bad"):
-        console.print(escape(report["message"]), soft_wrap=True)
+        console.print(printable(report["message"]), soft_wrap=True)
     else:
         first = report["first_bad"]
-        console.print(escape(f"first bad: {rng.labels[first['position']]} "
+        console.print(printable(f"first bad: {rng.labels[first['position']]} "
                              f"{first.get('commit', '')[:12]} \"{first['subject']}\" "
                              f"(confidence {report['confidence']})"), soft_wrap=True)
         if report["noop"].get("suspect"):
-            console.print(f"[yellow]suspect:[/] {escape(report['noop']['why'])}")
+            console.print(f"[yellow]suspect:[/] {printable(report['noop']['why'])}")
     return report
 
 

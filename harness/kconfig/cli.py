@@ -10,13 +10,13 @@ import time
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from .. import kconfig, source
 from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, HarnessError
 from ..results.codec import to_plain
+from ..results.safe import printable
 
 
 def config_command(args: argparse.Namespace, console: Console) -> int:
@@ -25,7 +25,7 @@ def config_command(args: argparse.Namespace, console: Console) -> int:
             return _diff(args, console)
         return _check(args, console)
     except HarnessError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code
 
 
@@ -39,7 +39,7 @@ def _check(args: argparse.Namespace, console: Console) -> int:
             report = kconfig.check_tree(args.tree, args.base, args.fragments, cache, log)
         except HarnessError as exc:
             if log.exists() and exc.exit_code == EXIT_INFRA:
-                console.print(escape(log.read_text(errors="replace")[-3000:]))
+                console.print(printable(log.read_text(errors="replace")[-3000:]))
             raise
     seconds = time.monotonic() - start
     if args.output:
@@ -54,7 +54,7 @@ def _check(args: argparse.Namespace, console: Console) -> int:
     except HarnessError as exc:
         if not args.json:
             console.print(f"[bold red]{'error' if exc.exit_code == EXIT_BAD_INPUT else 'fail'}:[/] "
-                          f"{escape(str(exc))}", soft_wrap=True)
+                          f"{printable(str(exc))}", soft_wrap=True)
         return exc.exit_code
     if not args.json:
         console.print(f"[green]ok[/] all {len(report.requested)} requested symbols stuck "
@@ -71,8 +71,8 @@ def _print_table(report: kconfig.ConfigReport, console: Console) -> None:
     for r in report.requested:
         status = ("[bold red]unknown[/]" if r.symbol in unknown else
                   "[green]ok[/]" if got[r.symbol] == r.want else "[bold red]MISSING[/]")
-        table.add_row(escape(f"CONFIG_{r.symbol}"), escape(r.want), escape(got[r.symbol]),
-                      escape(r.where), status)
+        table.add_row(printable(f"CONFIG_{r.symbol}"), printable(r.want), printable(got[r.symbol]),
+                      printable(r.where), status)
     console.print(table)
 
 
@@ -89,7 +89,7 @@ def _diff(args: argparse.Namespace, console: Console) -> int:
     for column in ("symbol", "old", "new"):
         table.add_column(column)
     for symbol, old, new in changes:
-        table.add_row(escape(f"CONFIG_{symbol}"), escape(old), escape(new))
+        table.add_row(printable(f"CONFIG_{symbol}"), printable(old), printable(new))
     console.print(table)
     console.print(f"{len(changes)} symbol(s) differ")
     return 0

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from ..errors import EXIT_FAIL, EXIT_PASS, HarnessError, PlanError
@@ -18,6 +17,7 @@ from .baseline import DEFAULT_THRESHOLD_PERCENT
 from .codec import to_plain
 from .compare import Comparison, RowChange, compare
 from .model import RunResult, read_runs, run_order
+from .safe import printable
 
 DEFAULT_RUNS_DIR = Path("runs")
 LIST_LIMIT = 25          # rows per long table (appeared, disappeared, kconfig); --json has all
@@ -51,7 +51,7 @@ def compare_command(args: argparse.Namespace, console: Console) -> int:
     try:
         current_dir, current, base_dir, base, flaky = _select(args)
     except HarnessError as exc:       # bad input, or an unreadable history
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code
     result = compare(current, base, flaky=flaky, threshold_percent=args.threshold,
                      current_config=_config(current_dir), baseline_config=_config(base_dir))
@@ -184,8 +184,8 @@ def _rows(title: str, rows: list[RowChange], console: Console, limit: bool = Fal
 
     def add(r: RowChange) -> None:
         status = f"{r.before or '-'} -> {r.now or '-'}"
-        table.add_row(escape(r.suite), escape(r.name), escape(r.provider), escape(r.node),
-                      escape(status), escape(r.message[:160]))
+        table.add_row(printable(r.suite), printable(r.name), printable(r.provider), printable(r.node),
+                      printable(status), printable(r.message[:160]))
     if limit:
         _limited(rows, console, table, add)
     else:
@@ -195,9 +195,9 @@ def _rows(title: str, rows: list[RowChange], console: Console, limit: bool = Fal
 
 
 def print_comparison(c: Comparison, console: Console) -> None:
-    console.print(f"[bold]compare[/] {escape(c.current)} (plan {escape(c.plan)}, "
-                  f"{escape(c.verdict_now)}) [bold]against[/] {escape(c.baseline)} (plan "
-                  f"{escape(c.baseline_plan)}, {escape(c.verdict_before)})", soft_wrap=True)
+    console.print(f"[bold]compare[/] {printable(c.current)} (plan {printable(c.plan)}, "
+                  f"{printable(c.verdict_now)}) [bold]against[/] {printable(c.baseline)} (plan "
+                  f"{printable(c.baseline_plan)}, {printable(c.verdict_before)})", soft_wrap=True)
     _rows("[bold red]new failures[/]", c.new_failures, console)
     _rows("flaky rows: new failures of known flaky rows, rows flaky in this run "
           "(not counted)", c.flaky, console)
@@ -210,16 +210,16 @@ def print_comparison(c: Comparison, console: Console) -> None:
             note = (f"waived: {x.waived}" if x.waived else
                     "infrastructure" if x.infrastructure else "")
             style = "bold red" if what == "new" and x.counts else "green" if what != "new" else ""
-            table.add_row(f"[{style}]{what}[/]" if style else what, escape(x.kind),
-                          escape(x.title), escape(x.signature), escape(", ".join(x.nodes)),
-                          escape(", ".join(x.tests)), escape(note))
+            table.add_row(f"[{style}]{what}[/]" if style else what, printable(x.kind),
+                          printable(x.title), printable(x.signature), printable(", ".join(x.nodes)),
+                          printable(", ".join(x.tests)), printable(note))
         console.print(table)
     if c.perf_drops:
         table = _table(f"[bold red]perf worse than {c.threshold_percent:g}%[/] "
                        f"({len(c.perf_drops)} of {c.perf_compared} metrics)",
                        "test", "metric", "baseline", "now", "change")
         for w in c.perf_drops:
-            table.add_row(escape(w.test or ""), escape(w.metric or ""), f"{w.baseline:g}",
+            table.add_row(printable(w.test or ""), printable(w.metric or ""), f"{w.baseline:g}",
                           f"{w.value:g}", f"{w.change_percent:+.1f}%")
         console.print(table)
     _rows("appeared", c.appeared, console, limit=True)
@@ -229,20 +229,20 @@ def print_comparison(c: Comparison, console: Console) -> None:
         table = _table(f"kconfig ({len(c.kconfig)} symbol(s), from {c.kconfig_from})",
                        "symbol", "baseline", "now")
         _limited(c.kconfig, console, table, lambda k: table.add_row(
-            escape(f"CONFIG_{k.symbol}"), escape(k.old), escape(k.new)))
+            printable(f"CONFIG_{k.symbol}"), printable(k.old), printable(k.new)))
     if c.kernel:
         table = _table("kernel", "", "baseline", "now")
         for k in c.kernel:
-            table.add_row(k.field, escape(k.before), escape(k.now))
+            table.add_row(k.field, printable(k.before), printable(k.now))
         console.print(table)
     if c.series:
         table = _table("series", "series", "patch", "change", "baseline", "now")
         for p in c.series:
-            table.add_row(escape(p.series), escape(p.subject), p.change, p.before[:12],
+            table.add_row(printable(p.series), printable(p.subject), p.change, p.before[:12],
                           p.now[:12])
         console.print(table)
     if c.regressed:
-        console.print(f"[bold red]regressed:[/] {escape('; '.join(c.reasons))}")
+        console.print(f"[bold red]regressed:[/] {printable('; '.join(c.reasons))}")
     else:
         console.print(f"[green]no regressions[/] ({len(c.fixed)} fixed, "
                       f"{len(c.flaky)} flaky, {len(c.appeared)} appeared, "

@@ -9,11 +9,11 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from ..errors import EXIT_PASS, HarnessError
 from . import history
+from .safe import printable
 
 _MARK = {"pass": "P", "fail": "F", "error": "E", "skip": "s", "xfail": "x", "xpass": "X",
          "flaky": "~"}
@@ -47,18 +47,18 @@ def history_command(args: argparse.Namespace, console: Console) -> int:
             start = time.monotonic()
             count, skipped = history.rebuild(db, args.runs_dir)
             for line in skipped:
-                console.print(f"skipped {escape(line)}", soft_wrap=True)
-            console.print(f"indexed {count} run(s) from {escape(str(args.runs_dir))} into "
-                          f"{escape(str(db))} ({time.monotonic() - start:.2f} s)")
+                console.print(f"skipped {printable(line)}", soft_wrap=True)
+            console.print(f"indexed {count} run(s) from {printable(str(args.runs_dir))} into "
+                          f"{printable(str(db))} ({time.monotonic() - start:.2f} s)")
             return EXIT_PASS
         if args.last < 1:
             raise HarnessError("--last: at least 1", 2)
         found = history.tests(db, args.plan, args.test, args.last)
     except HarnessError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code
     if args.test and not found:
-        console.print(f"[bold red]error:[/] --test {escape(args.test)}: no row of the "
+        console.print(f"[bold red]error:[/] --test {printable(args.test)}: no row of the "
                       f"indexed runs matches", soft_wrap=True)
         return 2
     if args.json:
@@ -76,7 +76,7 @@ def _print(found: list[history.TestHistory], console: Console) -> None:
     for t in found:
         rate = "-" if t.pass_rate is None else f"{t.pass_rate:.0%}"
         status, count = t.streak
-        table.add_row(escape(t.suite), escape(t.name), escape(t.provider), escape(t.node),
+        table.add_row(printable(t.suite), printable(t.name), printable(t.provider), printable(t.node),
                       "".join(_MARK.get(s, "?") for s in t.statuses), rate,
                       f"{status} x{count}", "[yellow]flaky" if t.flaky else "")
     console.print(table)

@@ -3,10 +3,10 @@ when the output is not a terminal, e.g. in CI logs)."""
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from .model import STATUSES, BisectResult, RunResult
+from .safe import printable
 
 _STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skip": "yellow",
           "xfail": "yellow", "xpass": "yellow", "flaky": "yellow"}
@@ -23,42 +23,42 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
     for s in result.stages:
         note = "cached" if s.cached else (s.message.splitlines()[0][:90] if s.message else "")
         stages.add_row(s.name, f"[{_STYLE.get(s.status, '')}]{s.status}", f"{s.seconds:.1f}",
-                       escape(note))
+                       printable(note))
     console.print(stages)
     _print_series(result, console)
     if result.tests:
         _print_tests(result, console)
     for crash in result.crashes:
         where = f" during {crash.test}" if crash.test else ""
-        label = (f"[yellow]waived crash[/] ({escape(crash.waived)})"
+        label = (f"[yellow]waived crash[/] ({printable(crash.waived)})"
                  if crash.waived else "[bold red]crash[/]")
-        console.print(f"{label} {escape(crash.node)}: {escape(crash.title)}"
-                      f"{escape(where)}", soft_wrap=True)
+        console.print(f"{label} {printable(crash.node)}: {printable(crash.title)}"
+                      f"{printable(where)}", soft_wrap=True)
         if crash.suspected_patch:
-            console.print(f"  suspected: {escape(crash.suspected_patch.evidence)}",
+            console.print(f"  suspected: {printable(crash.suspected_patch.evidence)}",
                           soft_wrap=True)
     _print_perf(result, console)
     for lifted in result.expectations.lifted if result.expectations else ():
-        console.print(f"known failure no longer expected: {escape(lifted.suite)} "
-                      f"{escape(lifted.test)} on {escape(lifted.provider)} "
-                      f"({escape(lifted.lifted or '')})", soft_wrap=True)
+        console.print(f"known failure no longer expected: {printable(lifted.suite)} "
+                      f"{printable(lifted.test)} on {printable(lifted.provider)} "
+                      f"({printable(lifted.lifted or '')})", soft_wrap=True)
     failing = bool(result.perf and result.perf.fails_run)
     for warning in result.warnings:      # perf drops, unexpected passes, flaky rows
         label = ("[bold red]perf regression[/]" if failing and warning.kind == "perf-drop"
                  else "[yellow]warning[/]")
-        console.print(f"{label} {escape(warning.message)}", soft_wrap=True)
+        console.print(f"{label} {printable(warning.message)}", soft_wrap=True)
     counts = {s: sum(1 for t in result.tests if t.status == s) for s in _STYLE}
     kernel = result.kernel
     console.print(
-        f"kernel {kernel.release or '?'} ({kernel.source or '?'}), accel "
-        f"{kernel.accel or '?'}; tests: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+        f"kernel {printable(kernel.release or '?')} ({printable(kernel.source or '?')}), "
+        f"accel {printable(kernel.accel or '?')}; tests: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     if result.error:
-        console.print(f"[bold red]error:[/] {escape(result.error)}")
+        console.print(f"[bold red]error:[/] {printable(result.error)}")
     if result.bisect is not None:
-        console.print(escape(bisect_line(result.bisect, len(result.patches))), soft_wrap=True)
+        console.print(printable(bisect_line(result.bisect, len(result.patches))), soft_wrap=True)
     style = _STYLE.get({"error": "error"}.get(result.verdict, result.verdict), "")
     console.print(f"verdict: [{style}]{result.verdict}[/] (exit {result.exit_code}); "
-                  f"run directory: {escape(run_dir)}")
+                  f"run directory: {printable(run_dir)}")
 
 
 # above this many rows (pyverbs alone gives ~650) the table lists only the rows
@@ -83,9 +83,9 @@ def _print_tests(result: RunResult, console: Console) -> None:
             message = t.message.splitlines()[0][:160] if t.message else ""
             detail = (message or _metrics(t.metrics)) if t.status in _MESSAGE_FIRST \
                 else (_metrics(t.metrics) or message)
-            tests.add_row(escape(t.suite), escape(t.name), escape(t.node),
+            tests.add_row(printable(t.suite), printable(t.name), printable(t.node),
                           f"[{_STYLE.get(t.status, '')}]{t.status}", f"{t.seconds:.1f}",
-                          escape(detail))
+                          printable(detail))
         console.print(tests)
     else:
         console.print(title.split(":")[0] + ": no row failed, errored, passed unexpectedly "
@@ -98,7 +98,7 @@ def _print_tests(result: RunResult, console: Console) -> None:
         suites.add_column(column)
     for suite in names:
         rows = [t for t in result.tests if t.suite == suite]
-        suites.add_row(escape(suite), *(
+        suites.add_row(printable(suite), *(
             f"[{_STYLE.get(s, '')}]{n}" if (n := sum(t.status == s for t in rows)) else ""
             for s in STATUSES))
     console.print(suites)
@@ -123,7 +123,7 @@ def _print_series(result: RunResult, console: Console) -> None:
         count = len(p.new_warnings)
         warn = f"[bold red]{count}" if count else ("0" if p.builds is not None else "-")
         subject = f"{name}: {p.subject}" if several else p.subject
-        table.add_row(str(p.index), escape(subject), builds, warn, escape(check),
+        table.add_row(str(p.index), printable(subject), builds, warn, printable(check),
                       str(len(p.config_changes)) if p.builds is not None else "-")
         notes += [f"patch {p.index} adds: {w}" for w in p.new_warnings]
         notes += [f"patch {p.index} checkpatch: {c}" for c in p.checkpatch[:5]]
@@ -134,7 +134,7 @@ def _print_series(result: RunResult, console: Console) -> None:
                          + p.errors.strip().splitlines()[0][:150])
     console.print(table)
     for note in notes:
-        console.print(escape(note), soft_wrap=True)
+        console.print(printable(note), soft_wrap=True)
 
 
 def _print_perf(result: RunResult, console: Console) -> None:
@@ -142,12 +142,12 @@ def _print_perf(result: RunResult, console: Console) -> None:
     perf = result.perf
     if perf:
         if perf.baseline_run:
-            console.print(f"perf baseline: {escape(perf.baseline_run)} "
+            console.print(f"perf baseline: {printable(perf.baseline_run)} "
                           f"({perf.chosen_by or ''}; {perf.compared or 0} metrics "
                           f"compared, threshold {perf.threshold_percent:g}%, "
                           f"{perf.flagged or 0} flagged)", soft_wrap=True)
         else:
-            console.print(f"perf baseline: none ({escape(perf.note or '')})",
+            console.print(f"perf baseline: none ({printable(perf.note or '')})",
                           soft_wrap=True)
 
 

@@ -93,3 +93,20 @@ def test_bisect_from_a_run_directory_applies_the_bundled_series(tmp_path):
     assert target.crash.startswith("warning|rxe_requester")
     old, _, _ = failed_run(run_dir(tmp_path / "old", bundle=False), Target(), "--from")
     assert old.series == ("demo-broken",)      # a run from before bundles: as it was run
+
+
+def test_the_run_directory_and_its_bundle_are_readable_by_other_users(tmp_path):
+    import os
+    import stat
+    old = os.umask(0o022)
+    try:
+        directory = run_dir(tmp_path)
+    finally:
+        os.umask(old)
+    files = [directory / "results.json", directory / "plan.yaml",
+             *(p for p in (directory / "reproducer").rglob("*") if p.is_file())]
+    modes = {p.relative_to(directory).as_posix(): stat.S_IMODE(p.stat().st_mode)
+             for p in files}
+    assert modes.pop("reproducer/reproduce.sh") == 0o755
+    assert "reproducer/source.json" in modes and len(modes) > 4
+    assert set(modes.values()) == {0o644}, modes

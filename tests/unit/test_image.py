@@ -214,3 +214,34 @@ def test_guest_init_is_valid_bash():
     result = subprocess.run(["bash", "-n", str(image_mod.INIT_SCRIPT)],
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_cached_image_is_readable_by_its_owner_only(tmp_path, monkeypatch):
+    # disk.img holds the guest's SSH host private key
+    import stat
+    monkeypatch.setattr(image_mod, "_mmdebstrap", lambda recipe, mirror, tree, log:
+                        fake_tree(tree))
+    monkeypatch.setenv("HARNESS_DEBIAN_MIRROR", "http://mirror.example/debian")
+    cache, recipe = Cache(tmp_path / "cache"), write(tmp_path, RECIPE)
+    img = image_mod.build_image(recipe, cache, tmp_path / "log")
+
+    def modes():
+        return (stat.S_IMODE(img.disk.parent.stat().st_mode),
+                stat.S_IMODE(img.disk.stat().st_mode))
+
+    assert modes() == (0o700, 0o400)
+    img.disk.parent.chmod(0o755)        # an entry an older harness cached
+    img.disk.chmod(0o444)
+    assert image_mod.build_image(recipe, cache, tmp_path / "log").cached
+    assert modes() == (0o700, 0o400)
+
+
+def test_a_private_cache_entry_is_0700(tmp_path):
+    import stat
+    cache = Cache(tmp_path)
+    with cache.fill("images", "k", mode=0o700) as scratch:
+        (scratch / "disk.img").write_text("x")
+    with cache.fill("kernels", "k") as scratch:
+        pass
+    assert stat.S_IMODE(cache.entry("images", "k").stat().st_mode) == 0o700
+    assert stat.S_IMODE(cache.entry("kernels", "k").stat().st_mode) == 0o755

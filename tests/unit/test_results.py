@@ -1,5 +1,7 @@
 """results.json and junit.xml from a RunResult (writers.py + model.py)."""
 import json
+import os
+import stat
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 
@@ -261,3 +263,28 @@ def test_a_ci_log_gets_every_name_whole(monkeypatch):
     print_summary(result, Console(file=out, width=wide.width, highlight=False), "runs/x")
     assert "test_load_unload[a_driver_with_a_long_name_mlx5_ib]" in out.getvalue()
     assert "…" not in out.getvalue()
+
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def test_results_json_and_junit_are_readable_by_other_users(tmp_path, umask_022):
+    # a CI artifact uploader may run as another user: 0644 like a plain open()
+    result = make_result()
+    write_json(result, tmp_path / "results.json")
+    write_junit(result, tmp_path / "junit.xml")
+    for name in ("results.json", "junit.xml"):
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o644, name
+
+
+def test_run_directory_files_follow_the_umask(tmp_path):
+    old = os.umask(0o077)           # a user who wants nothing shared gets 0600
+    try:
+        write_json(make_result(), tmp_path / "results.json")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "results.json").stat().st_mode) == 0o600

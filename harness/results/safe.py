@@ -1,0 +1,58 @@
+"""Text from a guest or a kernel console made safe to print.
+
+A crash title, a test message or a console tail is whatever the guest wrote:
+it may carry terminal control sequences (OSC 0 sets the window title, CSI 2J
+clears the screen, OSC 52 writes the clipboard) or stray control bytes.
+`printable` is the one function every printer uses on such text, whether the
+output is a terminal or a pipe (a CI log is viewed in a terminal later):
+
+* escape sequences are removed whole: CSI (ESC [ ... final byte, or the
+  8-bit CSI 0x9B), the string sequences OSC, DCS, SOS, PM and APC up to their
+  terminator (BEL or ST), and the other two- or three-byte ESC sequences;
+* every other control character except newline and tab is replaced by a
+  visible placeholder: C0 bytes and DEL by their Unicode Control Picture
+  (ESC becomes "␛", BEL "␇", a lone carriage return "␍", DEL "␡"), C1
+  characters (U+0080..U+009F, no picture exists) by the text "\\x9b" etc.;
+  a CR LF line ending is kept as a plain newline;
+* the result is passed through rich's markup escape, so "[bold]" in a guest
+  message is printed as written.
+
+results.json keeps the raw text: only what is printed is cleaned."""
+from __future__ import annotations
+
+import re
+
+from rich.markup import escape
+
+# string sequences: OSC ]  DCS P  SOS X  PM ^  APC _ (7-bit), or their 8-bit
+# introducers; the body ends at BEL or ST (ESC \ or 0x9C). An unterminated
+# one is left to the control-character pass below (its ESC becomes visible).
+_STRING = r"(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+_CSI = r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
+# ESC ( B, ESC 7, ESC c, ...: not an introducer of the two kinds above, so an
+# unterminated OSC or CSI keeps a visible "␛" rather than vanishing silently
+_OTHER_ESC = r"\x1b[ -/]*[0-OQ-WYZ\\`a-~]"
+_SEQUENCE = re.compile(f"{_STRING}|{_CSI}|{_OTHER_ESC}")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _placeholder(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return chr(0x2400 + code)
+    if code == 0x7F:
+        return "\u2421"
+    return f"\\x{code:02x}"
+
+
+def strip_controls(text: str) -> str:
+    """`text` without escape sequences or raw control characters (no markup
+    escaping: for output that is not rich markup)."""
+    text = _SEQUENCE.sub("", str(text)).replace("\r\n", "\n")
+    return _CONTROL.sub(_placeholder, text)
+
+
+def printable(text: str) -> str:
+    """`text` ready for rich's console.print: no escape sequence, no control
+    character but newline and tab, markup escaped."""
+    return escape(strip_controls(text))
