@@ -8,10 +8,13 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
+
+from .errors import PlanError
 
 
 def default_root() -> Path:
@@ -61,11 +64,28 @@ def locked(lockfile: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+# kernel builds run `make O=<a cache directory>`: make expands `$` in a
+# command-line variable and kbuild hands O to /bin/sh unquoted
+_BUILD_PATH = re.compile(r"[\w/.+@~-]*")
+
+
+def check_build_path(path: Path, what: str) -> None:
+    """Refuse a directory make and /bin/sh would read as syntax (exit 2)."""
+    if not _BUILD_PATH.fullmatch(str(path)):
+        bad = "".join(sorted({c for c in str(path) if not _BUILD_PATH.fullmatch(c)}))
+        raise PlanError(f"{what} {str(path)!r}: {bad!r} cannot be in a kernel build path "
+                        "(make and /bin/sh would read them as syntax); use letters, "
+                        "digits and / . _ + - @ ~ only")
+
+
 class Cache:
     DONE = ".complete"
 
     def __init__(self, root: Path | None = None):
         self.root = Path(root) if root else default_root()
+        what = ("--cache-dir" if root else
+                "$HARNESS_CACHE" if os.environ.get("HARNESS_CACHE") else "the cache directory")
+        check_build_path(self.root, what)
 
     def entry(self, kind: str, key: str) -> Path:
         return self.root / kind / key

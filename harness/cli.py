@@ -5,6 +5,7 @@ Exit codes: 0 pass, 1 kernel or test failure, 2 bad input, 3 infrastructure erro
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.bisect:
             import dataclasses
             plan = dataclasses.replace(plan, bisect=True)
+        cache = Cache(args.cache_dir)
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {escape(str(exc))}")
         return exc.exit_code
@@ -148,7 +150,6 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[bold red]error:[/] --runs-dir {escape(str(args.runs_dir))}: "
                       f"{exc.strerror}")
         return EXIT_BAD_INPUT
-    cache = Cache(args.cache_dir)
     result = run(plan, args.runs_dir, cache, console, args.history)
     if plan.bisect:
         from .bisect import auto
@@ -167,7 +168,8 @@ def _series_plan(plan: "plan_mod.Plan", args: argparse.Namespace) -> "plan_mod.P
     chosen = {o.split("=", 1)[0].strip() for o in args.overrides}
     changes: dict = {"series": tuple(args.series), "per_patch": not args.no_per_patch}
     if "name" not in chosen:
-        changes["name"] = "series-" + "+".join(Path(s).stem for s in args.series)[:60]
+        stems = "+".join(Path(s).stem for s in args.series)[:60]
+        changes["name"] = "series-" + re.sub(r"[^A-Za-z0-9._+-]", "-", stems)
     with tempfile.TemporaryDirectory(prefix="harness-series-") as tmp:
         specs = [series.load(ref, Path(tmp), Path(tmp) / "log") for ref in args.series
                  if not series.is_message_id(ref)]
