@@ -8,10 +8,13 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
+
+from .errors import PlanError
 
 
 def default_root() -> Path:
@@ -94,6 +97,20 @@ def _manifest(top: Path) -> dict[str, list]:
     return files
 
 
+# kernel builds run `make O=<a cache directory>`: make expands `$` in a
+# command-line variable and kbuild hands O to /bin/sh unquoted
+_BUILD_PATH = re.compile(r"[\w/.+@~-]*")
+
+
+def check_build_path(path: Path, what: str) -> None:
+    """Refuse a directory make and /bin/sh would read as syntax (exit 2)."""
+    if not _BUILD_PATH.fullmatch(str(path)):
+        bad = "".join(sorted({c for c in str(path) if not _BUILD_PATH.fullmatch(c)}))
+        raise PlanError(f"{what} {str(path)!r}: {bad!r} cannot be in a kernel build path "
+                        "(make and /bin/sh would read them as syntax); use letters, "
+                        "digits and / . _ + - @ ~ only")
+
+
 class Cache:
     """Entries kind/key, filled under a lock through a scratch directory. An
     entry's `.complete` holds its manifest (every file's size, and a hash of
@@ -106,6 +123,9 @@ class Cache:
     def __init__(self, root: Path | None = None):
         self.root = Path(root) if root else default_root()
         self.damaged: list[str] = []
+        what = ("--cache-dir" if root else
+                "$HARNESS_CACHE" if os.environ.get("HARNESS_CACHE") else "the cache directory")
+        check_build_path(self.root, what)
 
     def entry(self, kind: str, key: str) -> Path:
         return self.root / kind / key

@@ -5,6 +5,7 @@ Exit codes: 0 pass, 1 kernel or test failure, 2 bad input, 3 infrastructure erro
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -140,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.bisect:
             import dataclasses
             plan = dataclasses.replace(plan, bisect=True)
+        cache = Cache(args.cache_dir)
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {printable(str(exc))}")
         return exc.exit_code
@@ -149,7 +151,6 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[bold red]error:[/] --runs-dir {printable(str(args.runs_dir))}: "
                       f"{exc.strerror}")
         return EXIT_BAD_INPUT
-    cache = Cache(args.cache_dir)
     result = run(plan, args.runs_dir, cache, console, args.history)
     if plan.bisect:
         from .bisect import auto
@@ -192,7 +193,8 @@ def _series_plan(plan: "plan_mod.Plan", args: argparse.Namespace) -> "plan_mod.P
     chosen = {o.split("=", 1)[0].strip() for o in args.overrides}
     changes: dict = {"series": tuple(args.series), "per_patch": not args.no_per_patch}
     if "name" not in chosen:
-        changes["name"] = "series-" + "+".join(Path(s).stem for s in args.series)[:60]
+        stems = "+".join(Path(s).stem for s in args.series)[:60]
+        changes["name"] = "series-" + re.sub(r"[^A-Za-z0-9._+-]", "-", stems)
     specs = _series_specs(args.series)
     fragments = tuple(dict.fromkeys(f for s in specs for f in s.fragments))
     suites = tuple(dict.fromkeys(t for s in specs for t in s.suites))

@@ -6,6 +6,7 @@ and maps to exit code 2.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from .errors import PlanError
+from .errors import PlanError, read_utf8
 
 # The project's data (plans, kconfigs, patches, vm-images): in a checkout,
 # harness/_data holds symlinks to the top-level folders; an installed package
@@ -213,7 +214,7 @@ def load(path: str | Path | None, overrides: list[str] = (), as_run: bool = Fals
     which names the file it came from."""
     path = Path(path) if path else PROJECT_ROOT / "plans" / "quickstart.yaml"
     try:
-        text = path.read_text()
+        text = read_utf8(path, PlanError, "plan file")
     except FileNotFoundError:
         raise PlanError(f"{path}: plan file not found") from None
     except OSError as exc:
@@ -252,7 +253,21 @@ def waiver_for(plan: Plan, title: str, signature: str = "") -> Waiver | None:
     return None
 
 
+# a plan's name is part of its run directories' names (runs/<stamp>-<name>-<tag>)
+_NAME = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,79}")
+
+
 def _check(plan: Plan, src: str) -> None:
+    if not _NAME.fullmatch(plan.name):
+        raise PlanError(f"{src}: name: letters, digits, '.', '_', '-' and '+' only, not "
+                        f"starting with '.', at most 80 characters (it names the run "
+                        f"directories); got {plan.name!r}")
+    if plan.build.jobs < 0:
+        raise PlanError(f"{src}: build.jobs: 0 (one per host core) or more, "
+                        f"got {plan.build.jobs}")
+    if plan.build.timeout <= 0:
+        raise PlanError(f"{src}: build.timeout: seconds, must be positive, "
+                        f"got {plan.build.timeout}")
     if plan.kernel.source == "git" and not plan.kernel.tree:
         raise PlanError(f"{src}: kernel.source is git but kernel.tree is not set "
                         "(e.g. --set kernel.tree=/src/linux)")

@@ -105,6 +105,7 @@ def _finishing(state: Run):
 def preflight(plan: Plan) -> None:
     """Check every input that needs no download before spending minutes: bad
     input ends the run at once with exit 2, naming the culprit."""
+    check_kconfig_base(plan)
     # parse errors and conflicting values between fragments (exit 2)
     kconfig.effective_requests([kconfig.fragment_path(n) for n in plan.kconfig.fragments])
     unknown = [s for s in plan.suites if s not in suites.SUITES]
@@ -125,6 +126,25 @@ def preflight(plan: Plan) -> None:
         for ref in plan.series:     # message-ids are fetched in the series stage
             if not series.is_message_id(ref):
                 series.load(ref, Path(tmp), Path(tmp) / "series.log")
+
+
+def check_kconfig_base(plan: Plan) -> None:
+    """A path kconfig.base must be a readable file before the source is fetched."""
+    base = plan.kconfig.base
+    if base in ("tinyconfig", "defconfig"):
+        return
+    path = Path(base).expanduser()
+    problem = "" if path.is_file() else ("is a directory" if path.is_dir() else
+                                           "does not exist")
+    if not problem:
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            problem = f"cannot be read ({exc.strerror})"
+    if problem:
+        raise PlanError(f"{plan.source_file}: kconfig.base {base!r}: not tinyconfig or "
+                        f"defconfig, and as a .config file it {problem}")
 
 
 def _stages(state: Run) -> None:

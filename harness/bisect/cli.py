@@ -62,12 +62,13 @@ def add_parser(sub) -> None:
 def bisect_command(args: argparse.Namespace, console: Console) -> int:
     try:
         plan, rng, target = _setup(args)
+        cache = Cache(args.cache_dir)
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code
     try:
         report = session.bisect(plan, rng, target, args.repeat, args.runs_dir,
-                                Cache(args.cache_dir), console)
+                                cache, console)
     except KeyboardInterrupt:
         return EXIT_INFRA
     if report.get("bad_input"):

@@ -46,6 +46,7 @@ def add_parser(sub) -> None:
 def reproduce_command(args: argparse.Namespace, console: Console) -> int:
     try:
         plan, target = plan_for(args.run_dir, Target(args.test, args.crash), args.repeat)
+        cache = Cache(args.cache_dir)
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code
@@ -53,7 +54,6 @@ def reproduce_command(args: argparse.Namespace, console: Console) -> int:
     console.print(printable(f"reproducing {target.describe()} of {args.run_dir.name}: "
                          f"{args.repeat} run(s) of suites {', '.join(plan.suites)}"))
     verdicts, dirs = [], []
-    cache = Cache(args.cache_dir)
     for attempt in range(1, args.repeat + 1):
         with open(args.run_dir / "reproduce.log", "a") as out:
             result = runner.run(plan, runs_dir, cache,

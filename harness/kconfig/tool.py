@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Union
@@ -137,6 +138,20 @@ class Channel(Protocol):
     def close(self) -> None: ...
 
 
+def recipe_path(path: Path) -> str:
+    """`path` as one word of a make recipe: quoted for /bin/sh, `$` doubled
+    for make (a backtick or `$(...)` in it stays text)."""
+    return shlex.quote(str(path)).replace("$", "$$")
+
+
+def env_command(objdir: Path, out: Path) -> list[str]:
+    """make with a config-style target (added with --eval) that writes the
+    environment make gives conf to `out`."""
+    target = "harness-envconfig"
+    return ["make", "-s", f"O={objdir}",
+            f"--eval={target}: ; @env -0 > {recipe_path(out)}", target]
+
+
 class KconfigTool:
     """The dumper built for one object directory, run with make's environment."""
 
@@ -155,9 +170,7 @@ class KconfigTool:
         --eval, so the tree's own Makefile computes every variable."""
         if self._env is None:
             out = self.objdir / "harness-kconfig.env"
-            target = "harness-envconfig"
-            result = proc.run(["make", "-s", f"O={self.objdir}",
-                               f"--eval={target}: ; @env -0 > {out}", target],
+            result = proc.run(env_command(self.objdir, out),
                               cwd=self.tree, timeout=300, error=ConfigError)
             if not result.ok or not out.exists():
                 raise ConfigError(f"could not read the Kconfig environment of {self.tree}:"

@@ -24,7 +24,7 @@ from typing import Callable
 import yaml
 
 from .. import proc
-from ..errors import EXIT_BAD_INPUT, SeriesError
+from ..errors import EXIT_BAD_INPUT, SeriesError, read_utf8
 from ..plan import PROJECT_ROOT
 from ..source import GIT_ENV, SourceTree, git
 
@@ -83,8 +83,9 @@ def is_message_id(ref: str) -> bool:
 
 
 def load(ref: str, workdir: Path, log: Path) -> SeriesSpec:
-    """A series from a name in patches/, a path, or a message-id."""
-    path = Path(ref).expanduser()
+    """A series from a name in patches/, a path, or a message-id. Paths are
+    made absolute here (git am runs in the tree, not in the caller's cwd)."""
+    path = Path(ref).expanduser().resolve()
     if (PATCHES_DIR / ref / "series.yaml").is_file() and "/" not in ref:
         return _from_yaml(PATCHES_DIR / ref / "series.yaml")
     if path.is_dir():
@@ -114,7 +115,10 @@ def _spec(name: str, patches: list[PatchFile], origin: str, **extra) -> SeriesSp
 
 def _from_yaml(path: Path) -> SeriesSpec:
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(read_utf8(path, SeriesError, "series.yaml",
+                                        EXIT_BAD_INPUT)) or {}
+    except OSError as exc:
+        raise SeriesError(f"{path}: cannot read it ({exc.strerror})", EXIT_BAD_INPUT) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -132,8 +136,15 @@ def _from_yaml(path: Path) -> SeriesSpec:
                if data.get("upstream") else "")
         raise SeriesError(f"{path}: lists no patch files.{how}", EXIT_BAD_INPUT)
     patches = []
-    for name in names:
-        file = path.parent / str(name)
+    if not isinstance(names, list):
+        raise SeriesError(f"{path}: patches: a list of patch file names", EXIT_BAD_INPUT)
+    for index, name in enumerate(names):
+        relative = Path(str(name))
+        if not str(name) or relative.is_absolute() or ".." in relative.parts:
+            raise SeriesError(f"{path}: patches[{index}] {str(name)!r}: a file name inside "
+                              f"the series directory {path.parent} (no absolute path, "
+                              "no '..')", EXIT_BAD_INPUT)
+        file = path.parent / relative
         if not file.is_file():
             raise SeriesError(f"{path}: patch {name} not found next to it", EXIT_BAD_INPUT)
         patches.append(_patch_file(file))
@@ -158,7 +169,7 @@ def _patch_file(path: Path) -> PatchFile:
 
 
 def _split_mbox(path: Path, workdir: Path, log: Path) -> list[PatchFile]:
-    out = Path(tempfile.mkdtemp(prefix=f"{path.stem}-", dir=workdir))
+    out = Path(tempfile.mkdtemp(prefix=f"{path.stem}-", dir=workdir)).absolute()
     result = proc.run(["git", "mailsplit", "-b", f"-o{out}", path], timeout=120, log=log,
                       error=SeriesError)
     files = sorted(p for p in out.iterdir() if p.is_file())
@@ -182,7 +193,7 @@ def _from_b4(msgid: str, workdir: Path, log: Path) -> SeriesSpec:
     if b4 is None:
         raise SeriesError(f"series {msgid}: fetching a message-id needs b4 "
                           "(pip install b4)", EXIT_BAD_INPUT)
-    out = Path(tempfile.mkdtemp(prefix="b4-", dir=workdir))
+    out = Path(tempfile.mkdtemp(prefix="b4-", dir=workdir)).absolute()
     result = proc.run([b4, "am", "-o", out, msgid],
                       timeout=120, log=log, error=SeriesError)
     mboxes = sorted(out.glob("*.mbx"))

@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 from .. import proc
-from ..errors import PlanError
+from ..errors import PlanError, read_utf8
 from ..results.model import (ExpectationEntry, ExpectationsSummary, TestRecord, Until,
                              WarningRecord)
 from . import registry
@@ -115,7 +115,7 @@ def _entries(suite: str, by_provider, where: str) -> list[Expectation]:
 
 def _read(path: Path):
     try:
-        return yaml.safe_load(path.read_text())
+        return yaml.safe_load(read_utf8(path, PlanError, "expectations file"))
     except OSError as exc:
         raise PlanError(f"expectations file {path}: cannot read it ({exc.strerror})") from exc
     except yaml.YAMLError as exc:

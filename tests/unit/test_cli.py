@@ -214,3 +214,24 @@ def test_a_signal_during_clean_up_does_not_cost_the_results(tmp_path, monkeypatc
     assert_error_run(result, run_dir, "nosuch")
     assert f"{signame} during clean-up: writing the run directory first" in out
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+# --- runner.run: kconfig.base as a path ------------------------------------------
+
+@pytest.mark.parametrize("base, why", [
+    ("/nonexistent/.config", "does not exist"),
+    ("{tmp}", "is a directory"),
+    ("{tmp}/missing.config", "does not exist"),
+])
+def test_kconfig_base_path_that_is_not_a_readable_file_stops_the_run(tmp_path, base, why):
+    base = base.format(tmp=tmp_path)
+    result, run_dir, _ = run_plan(tmp_path, [f"kconfig.base={base}"])
+    assert_error_run(result, run_dir, "plan:", "kconfig.base", base, why,
+                     str(tmp_path / "plan.yaml"))
+
+
+@pytest.mark.parametrize("base", ["tinyconfig", "defconfig", "{tmp}/my.config"])
+def test_kconfig_base_that_exists_passes_the_check(tmp_path, base):
+    (tmp_path / "my.config").write_text("CONFIG_X=y\n")
+    plan = plan_mod.load(plan_file(tmp_path), [f"kconfig.base={base.format(tmp=tmp_path)}"])
+    runner.check_kconfig_base(plan)     # raises on a problem

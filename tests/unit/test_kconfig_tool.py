@@ -1,6 +1,7 @@
 """harness/kconfig/tool.py: the dump tool's answers as typed records, read
 from answers captured on Linux 7.2.13 (tests/data/kconfig/, capture.py)."""
 import hashlib
+from pathlib import Path
 
 import pytest
 
@@ -134,3 +135,36 @@ def test_building_without_the_tree_objects_says_what_to_run(tmp_path):
     with pytest.raises(ConfigError) as info:
         tool.KconfigTool(tmp_path, tmp_path / "obj").build()
     assert info.value.exit_code == 3 and "*config" in str(info.value)
+
+
+def test_env_recipe_quotes_a_cache_path_for_sh_and_make():
+    import shlex
+
+    from harness.kconfig.tool import env_command
+    out = Path("/tmp/a`touch x`b$(touch y)/harness-kconfig.env")
+    argv = env_command(Path("/tmp/obj"), out)
+    recipe = next(a for a in argv if a.startswith("--eval="))
+    command = recipe.split("; @", 1)[1]
+    # make turns $$ into $; what /bin/sh then reads is one quoted word
+    words = shlex.split(command.replace("$$", "$"))
+    assert words == ["env", "-0", ">", str(out)]
+    assert command.startswith("env -0 > '") and "$" not in command.replace("$$", "")
+
+
+@pytest.mark.parametrize("root", ["/tmp/a`touch x`b", "/tmp/$(touch x)", "/tmp/a b",
+                                  "/tmp/a;b", "/tmp/a'b", "/tmp/a:b"])
+def test_cache_dir_that_make_or_sh_would_parse_is_bad_input(root):
+    from harness.cache import Cache
+    from harness.errors import EXIT_BAD_INPUT, HarnessError
+    with pytest.raises(HarnessError) as exc:
+        Cache(Path(root))
+    assert exc.value.exit_code == EXIT_BAD_INPUT and "--cache-dir" in str(exc.value)
+
+
+def test_cli_refuses_such_a_cache_dir_before_writing_anything(tmp_path, monkeypatch, capsys):
+    from harness.cli import main
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", "--cache-dir", str(tmp_path / "a`touch x`b"),
+                 "--runs-dir", str(tmp_path / "runs")])
+    assert code == 2 and "--cache-dir" in capsys.readouterr().out
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "x").exists()

@@ -88,3 +88,37 @@ def test_waivers_need_a_reason_and_match_title_signature_or_prefix(tmp_path):
     with pytest.raises(PlanError) as info:
         plan_mod.load(path)
     assert "waivers[0]" in str(info.value) and "reason" in str(info.value)
+
+
+@pytest.mark.parametrize("assignment, key", [
+    ("name=../../../escaped", "name"),
+    ("name=/abs", "name"),
+    ("name=.hidden", "name"),
+    ("name=a b", "name"),
+    ("name=a`touch x`", "name"),
+    ("name=" + "x" * 81, "name"),
+    ("name=''", "name"),
+    ("build.jobs=-1", "build.jobs"),
+    ("build.timeout=0", "build.timeout"),
+    ("build.timeout=-5", "build.timeout"),
+])
+def test_bad_name_and_build_values_are_bad_input_naming_file_and_key(tmp_path, assignment, key):
+    path = write(tmp_path, "name: x\n")
+    with pytest.raises(PlanError) as exc:
+        plan_mod.load(path, [assignment])
+    assert exc.value.exit_code == EXIT_BAD_INPUT
+    assert str(path) in str(exc.value) and f"{key}:" in str(exc.value)
+
+
+@pytest.mark.parametrize("name", ["quickstart", "rxe-7.2+fix_1", "a.b", "x" * 80])
+def test_good_names_are_accepted(tmp_path, name):
+    assert plan_mod.load(write(tmp_path, f"name: '{name}'\n")).name == name
+
+
+def test_plan_that_is_not_utf8_names_the_file_and_offset(tmp_path):
+    path = tmp_path / "plan.yaml"
+    path.write_bytes(b"name: x\ndescription: caf\xe9\n")
+    with pytest.raises(PlanError) as exc:
+        plan_mod.load(path)
+    assert exc.value.exit_code == EXIT_BAD_INPUT
+    assert str(path) in str(exc.value) and "offset 24" in str(exc.value)

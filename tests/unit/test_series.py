@@ -179,3 +179,43 @@ def test_message_id_without_network_is_a_clear_error_not_a_hang(tmp_path):
         series.load(ref, tmp_path, tmp_path / "log")
     assert info.value.exit_code == 2
     assert "b4" in str(info.value) and "pass the .mbx file" in str(info.value)
+
+
+@pytest.mark.parametrize("entry", ["../../etc/passwd", "/etc/passwd", "sub/../../x.patch", "''"])
+def test_series_yaml_patch_outside_the_series_directory_is_refused(tmp_path, entry):
+    (tmp_path / "s").mkdir()
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc/passwd").write_text("diff --git a/x b/x\n")
+    yaml_file = tmp_path / "s/series.yaml"
+    yaml_file.write_text(f"name: s\npatches: [{entry}]\n")
+    with pytest.raises(SeriesError) as info:
+        series.load(str(tmp_path / "s"), tmp_path, tmp_path / "log")
+    assert info.value.exit_code == 2
+    assert str(yaml_file) in str(info.value) and "patches[0]" in str(info.value)
+
+
+def test_series_yaml_that_is_not_utf8_names_the_file(tmp_path):
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s/series.yaml").write_bytes(b"name: s\ndescription: \xff\n")
+    with pytest.raises(SeriesError) as info:
+        series.load(str(tmp_path / "s"), tmp_path, tmp_path / "log")
+    assert info.value.exit_code == 2
+    assert "series.yaml" in str(info.value) and "not UTF-8" in str(info.value)
+
+
+DEMO = Path(__file__).resolve().parents[2] / "patches" / "demo-broken"
+
+
+@pytest.mark.parametrize("layout", ["series.yaml", "patches only"])
+def test_relative_series_directory_gives_absolute_patch_paths(tmp_path, monkeypatch, layout):
+    import shutil
+    shutil.copytree(DEMO, tmp_path / "mypatches")
+    if layout == "patches only":
+        (tmp_path / "mypatches/series.yaml").unlink()
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path)
+    spec = series.load("mypatches", Path("work"), Path("work/log"))
+    assert len(spec.patches) == 3
+    for patch in spec.patches:
+        assert patch.path.is_absolute() and patch.path.is_file()
+    assert Path(spec.origin).is_absolute()

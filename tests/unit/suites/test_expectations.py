@@ -244,3 +244,12 @@ def test_a_pytest_id_with_brackets_matches_exactly_and_the_shipped_verbs_entry_i
     assert verbs.apply(passing) == passing
     on_rxe = Record("verbs", "test_rdma_cm[rxe-ucmatose]", "node2", "fail", 4.0, provider="rxe")
     assert verbs.apply(on_rxe) == on_rxe
+
+
+def test_expectations_file_that_is_not_utf8_is_bad_input_naming_it(tmp_path):
+    path = tmp_path / "known.yaml"
+    path.write_bytes(b"pyverbs:\n  rxe:\n    - test: x\n      reason: caf\xe9\n")
+    with pytest.raises(PlanError) as error:
+        expectations.load((), (str(path),))
+    assert error.value.exit_code == EXIT_BAD_INPUT
+    assert str(path) in str(error.value) and "not UTF-8" in str(error.value)
