@@ -79,7 +79,7 @@ def run(argv: Sequence[str | os.PathLike], *, timeout: float | None = None,
             args, cwd=cwd, env=_env(env), stdout=out,
             stderr=subprocess.STDOUT if logf else subprocess.PIPE,
             stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
-            start_new_session=True)
+            start_new_session=True, preexec_fn=_terminated_with_parent)
     except FileNotFoundError as exc:
         if logf:
             logf.close()
@@ -108,13 +108,25 @@ def run(argv: Sequence[str | os.PathLike], *, timeout: float | None = None,
     return result
 
 
-def _die_with_parent() -> None:
-    """In the child: get SIGKILL when the harness dies, even by SIGKILL, so no
-    QEMU outlives the run (prctl PR_SET_PDEATHSIG)."""
+def _parent_death_signal(sig: int) -> None:
+    """In the child: get `sig` when the harness dies, even by SIGKILL
+    (prctl PR_SET_PDEATHSIG)."""
     try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, sig, 0, 0, 0)
     except OSError:
         pass
+
+
+def _die_with_parent() -> None:
+    """QEMU: SIGKILL when the harness dies, so no guest outlives the run."""
+    _parent_death_signal(signal.SIGKILL)
+
+
+def _terminated_with_parent() -> None:
+    """make, git, mmdebstrap...: SIGTERM when the harness dies, so a build
+    stops (make passes it to its jobs and removes half-written targets)
+    instead of writing into an object directory whose lock is released."""
+    _parent_death_signal(signal.SIGTERM)
 
 
 def _start(argv: Sequence[str | os.PathLike], log: Path, cwd, env,

@@ -13,6 +13,8 @@ from harness import proc
 from harness.cache import Cache, digest, write_atomic
 from harness.errors import BuildError, ProcError
 
+ROOT = Path(__file__).resolve().parents[2]
+
 # --- cache --------------------------------------------------------------------
 
 
@@ -305,3 +307,29 @@ def test_an_entry_from_before_manifests_is_trusted_and_stale_scratch_is_removed(
     with cache.lock("images", "i2"), cache.fill("images", "i2") as scratch:
         (scratch / "disk.img").write_bytes(b"img")
     assert not stale.exists() and cache.get("images", "i2") is not None
+
+
+def test_a_command_dies_with_the_harness_even_after_sigkill(tmp_path):
+    """After SIGKILL of the harness, make kept writing with ppid 1 while the
+    next run took the released lock; proc.run's children now get SIGTERM."""
+    pidfile = tmp_path / "child.pid"
+    script = (f"import os, sys; sys.path.insert(0, {str(ROOT)!r})\n"
+              "from harness import proc\n"
+              f"proc.run(['sh', '-c', 'echo $$ > {pidfile}; exec sleep 60'], timeout=120)\n")
+    harness = subprocess.Popen([sys.executable, "-c", script])
+    deadline = time.monotonic() + 20
+    while not (pidfile.exists() and pidfile.read_text().strip()):
+        assert time.monotonic() < deadline, "the child never started"
+        time.sleep(0.05)
+    child = int(pidfile.read_text())
+    harness.send_signal(signal.SIGKILL)
+    harness.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    os.kill(child, signal.SIGKILL)
+    raise AssertionError(f"pid {child} outlived the harness")
