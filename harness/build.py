@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import proc
 from .cache import Cache, digest
-from .errors import EXIT_FAIL, EXIT_INFRA, BuildError
+from .errors import EXIT_FAIL, EXIT_INFRA, BuildError, disk_full
 from .kconfig import ConfigReport
 from .plan import BuildSpec
 from .source import SourceTree
@@ -119,6 +119,10 @@ def _build_into_cache(tree: SourceTree, config: ConfigReport, objdir: Path,
                       timeout=spec.timeout, log=make_log, error=BuildError)
     text = make_log.read_text(errors="replace")
     _append(log, text)
+    if not result.ok and disk_full(text[-20000:]):
+        # the harness's disk, not the kernel's code
+        raise BuildError(f"disk full: {objdir} (make: No space left on device; "
+                         f"log: {make_log})", EXIT_INFRA)
     if not result.ok:
         raise BuildError(f"kernel build failed ({tree.origin}); first errors:\n"
                          f"{first_errors(text)}\nfull log: {make_log}", EXIT_FAIL)

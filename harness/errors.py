@@ -94,3 +94,18 @@ def read_utf8(path, error: type[HarnessError], what: str, exit_code: int | None 
         raise error(f"{path}: {what} is not UTF-8 text (byte 0x{data[exc.start]:02x} at "
                     f"offset {exc.start}, line {line}); save it as UTF-8",
                     exit_code) from None
+
+
+# what a tool prints when the disk (or the quota) is full
+DISK_FULL_TEXT = ("No space left on device", "Disk quota exceeded")
+
+
+def disk_full(text: str) -> bool:
+    """Does a tool's output say the disk is full?"""
+    return any(phrase in text for phrase in DISK_FULL_TEXT)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    import errno
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+

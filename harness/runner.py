@@ -10,6 +10,7 @@ import dataclasses
 import datetime
 import secrets
 import signal
+import sqlite3
 import subprocess
 import tempfile
 import traceback
@@ -20,7 +21,7 @@ from rich.console import Console
 
 from . import image, kconfig, pipeline, series, source, suites
 from .cache import Cache
-from .errors import EXIT_INFRA, HarnessError, PlanError
+from .errors import EXIT_INFRA, HarnessError, PlanError, is_disk_full
 from .pipeline import Interrupted, Run, Stages
 from .plan import Plan, waiver_for
 from .progress import Progress
@@ -47,10 +48,17 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
     """Run `plan`; the run is indexed in `history_db` (default
     <runs_dir>/history.sqlite) when it ends."""
     progress = Progress(console)
-    run_id, run_dir = new_run_dir(runs_dir, plan)
-    (run_dir / "plan.yaml").write_text(yaml.safe_dump(plan.to_dict(), sort_keys=False))
-    result = RunResult(run_id=run_id, plan=plan.name,
-                       started=datetime.datetime.now().isoformat(timespec="seconds"))
+    started = datetime.datetime.now().isoformat(timespec="seconds")
+    try:
+        run_id, run_dir = new_run_dir(runs_dir, plan)
+        (run_dir / "plan.yaml").write_text(yaml.safe_dump(plan.to_dict(), sort_keys=False))
+    except OSError as exc:
+        # nowhere to keep a run: say so, never a verdict on the kernel
+        failed = RunResult(run_id="", plan=plan.name, started=started, exit_code=EXIT_INFRA,
+                           error=_write_error(exc, runs_dir))
+        progress.say(f"error: {failed.error}")
+        return failed
+    result = RunResult(run_id=run_id, plan=plan.name, started=started)
     state = Run(plan, cache or Cache(), run_dir / "logs", result, Stages(result, progress),
                 progress, run_dir)
     history_db = history_db or history.default_path(runs_dir)
@@ -67,13 +75,10 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
     except Interrupted as exc:
         result.error, result.exit_code = str(exc), EXIT_INFRA
     except Exception as exc:
-        # a bug or an environment problem of the harness itself: never a verdict
-        # on the kernel (exit 3), and the traceback is kept for the bug report
-        state.logs.mkdir(exist_ok=True)
-        (state.logs / "traceback.txt").write_text(traceback.format_exc())
-        result.error = (f"harness internal error: {type(exc).__name__}: {exc} "
-                        f"(traceback in logs/traceback.txt)")
-        result.exit_code = EXIT_INFRA
+        if is_disk_full(exc):
+            result.error, result.exit_code = _write_error(exc, run_dir), EXIT_INFRA
+        else:
+            _internal_error(state, exc)
     finally:
         # the run directory is written whatever comes now: a second Ctrl-C or a
         # SIGTERM during clean-up is noted, not obeyed (SIGKILL still works)
@@ -100,6 +105,25 @@ def _finishing(state: Run):
         with contextlib.suppress(Exception):
             state.progress.say(f"{name} during clean-up: writing the run directory first")
     return later
+
+
+def _internal_error(state: Run, exc: Exception) -> None:
+    """A bug or an environment problem of the harness itself: never a verdict
+    on the kernel (exit 3), and the traceback is kept for the bug report."""
+    result = state.result
+    with contextlib.suppress(OSError):
+        state.logs.mkdir(exist_ok=True)
+        (state.logs / "traceback.txt").write_text(traceback.format_exc())
+    result.error = (f"harness internal error: {type(exc).__name__}: {exc} "
+                    f"(traceback in logs/traceback.txt)")
+    result.exit_code = EXIT_INFRA
+
+
+def _write_error(exc: OSError, where: Path) -> str:
+    path = exc.filename or where
+    if is_disk_full(exc):
+        return f"disk full: {path} (free some space; nothing was decided about the kernel)"
+    return f"cannot write {path}: {exc.strerror or exc}"
 
 
 def preflight(plan: Plan) -> None:
@@ -192,8 +216,13 @@ def _finish(state: Run) -> None:
                         for m in state.cache.damaged]
     result.warnings += flaky_warnings(result.tests)
     result.finished = datetime.datetime.now().isoformat(timespec="seconds")
-    write_json(result, state.run_dir / "results.json")
-    write_junit(result, state.run_dir / "junit.xml")
+    try:
+        write_json(result, state.run_dir / "results.json")
+        write_junit(result, state.run_dir / "junit.xml")
+    except OSError as exc:
+        # the verdict stands in the summary; the run directory could not keep it
+        result.error, result.exit_code = _write_error(exc, state.run_dir), EXIT_INFRA
+        result.verdict = "error"
     with contextlib.suppress(OSError, subprocess.SubprocessError):   # never costs results
         reproducer.save(state.run_dir, result, plan.image)
     print_summary(result, state.progress.console, str(state.run_dir))
@@ -204,5 +233,5 @@ def _index(state: Run, db: Path) -> None:
     is still a complete run (`harness history rebuild` adds it later)."""
     try:
         history.record(db, state.result, state.run_dir)
-    except HarnessError as exc:
+    except (HarnessError, sqlite3.Error, OSError) as exc:
         state.progress.say(f"history not updated: {exc}")
