@@ -4,6 +4,7 @@ two nodes (-netdev dgram). Nodes boot copy-on-write overlays of the base disk.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import shutil
 import shlex
@@ -13,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import paramiko
-from qemu.qmp.legacy import QEMUMonitorProtocol
+from qemu.qmp import QMPClient
 
 from .. import proc
 from ..build import KernelBuild
@@ -97,6 +98,26 @@ def extra_device_args(devices: tuple[ExtraDevices, ...], node: NodeSpec,
                 f.truncate(size_mb << 20)
         args += [arg.replace(NODE_DIR, str(node_dir)) for arg in extra.args]
     return args
+
+
+# seconds for each QMP step (connect and greeting, the command, the goodbye)
+QMP_TIMEOUT = 10.0
+
+
+def qmp_once(socket_path: Path, command: str, arguments: dict | None = None,
+             name: str = "") -> object:
+    """Connect, run one command, disconnect; asyncio.TimeoutError (a
+    TimeoutError) when QEMU does not answer within QMP_TIMEOUT."""
+    async def once():
+        client = QMPClient(name or None)
+        try:
+            await asyncio.wait_for(client.connect(str(socket_path)), QMP_TIMEOUT)
+            return await asyncio.wait_for(client.execute(command, arguments or None),
+                                          QMP_TIMEOUT)
+        finally:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.disconnect(), QMP_TIMEOUT)
+    return asyncio.run(once())
 
 
 class QemuNode:
@@ -223,15 +244,10 @@ class QemuNode:
 
     def qmp_command(self, command: str, **arguments):
         """One QMP command on a fresh connection (the watchdog and stop() may
-        each need one; QEMU serves one client at a time)."""
-        qmp = QEMUMonitorProtocol(str(self.qmp))
-        try:
-            qmp.connect()
-            qmp.settimeout(10)
-            return qmp.cmd(command, **arguments)
-        finally:
-            with contextlib.suppress(Exception):
-                qmp.close()
+        each need one; QEMU serves one client at a time). Every step is
+        bounded by QMP_TIMEOUT: a SIGSTOPped QEMU accepts the connection and
+        never greets, and an unbounded wait there hung the watchdog."""
+        return qmp_once(self.qmp, command, arguments, self.name)
 
     def vm_status(self) -> str:
         """QEMU's run state ("running", "paused", "internal-error", ...) or
