@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -71,15 +72,44 @@ def write_atomic(path: Path, data: str | bytes, mode: int | None = None) -> None
 
 
 @contextlib.contextmanager
-def locked(lockfile: Path) -> Iterator[None]:
-    """An exclusive advisory lock held for the block (waits for other runs)."""
+def locked(lockfile: Path, say=None) -> Iterator[None]:
+    """An exclusive advisory lock held for the block. When another run holds
+    it, say so at once — which pid, what it runs, since when — and wait (the
+    holder writes that into the lock file when it takes the lock)."""
     lockfile.parent.mkdir(parents=True, exist_ok=True)
-    with open(lockfile, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+    with open(lockfile, "a+") as f:
         try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            holder = f.read().strip() or "another process"
+            (say or _stderr)(f"waiting for {lockfile}: held by {holder}")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            f.seek(0)
+            f.truncate()
+            f.write(f"pid {os.getpid()} ({_command()}) since "
+                    f"{time.strftime('%H:%M:%S')}\n")
+            f.flush()
             yield
         finally:
+            with contextlib.suppress(OSError):
+                f.seek(0)
+                f.truncate()
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _command() -> str:
+    try:
+        return Path("/proc/self/cmdline").read_bytes().replace(b"\0", b" ").decode(
+            errors="replace").strip()[:120]
+    except OSError:
+        return "?"
+
+
+def _stderr(text: str) -> None:
+    import sys
+    print(f"harness: {text}", file=sys.stderr, flush=True)
 
 
 # files up to this size are hashed in an entry's manifest; bigger ones (disk
