@@ -34,8 +34,9 @@ def node_crashes(node: str, console: str, attribution: Attribution, hang=None,
                  hang_line: int = 0) -> list[CrashRecord]:
     """The records of one node: every report on its console, then its hang."""
     spans = markers.TestSpans(console)
-    records = [_record(CrashRecord.from_crash(crash), spans, attribution)
-               for crash in detect.find_crashes(console, node=node)]
+    records = _grouped([CrashRecord.from_crash(crash, test=spans.test_at(crash.line))
+                        for crash in detect.find_crashes(console, node=node)])
+    records = [_record(record, spans, attribution) for record in records]
     if hang is not None:
         crash = detect.hang_crash(hang.dump, node, hang.reason, hang_line)
         record = _record(CrashRecord.from_crash(crash), spans, attribution)
@@ -44,6 +45,17 @@ def node_crashes(node: str, console: str, attribution: Attribution, hang=None,
                                silent_seconds=hang.silent_seconds,
                                infrastructure=hang.vm_status != "running"))
     return records
+
+
+def _grouped(records: list[CrashRecord]) -> list[CrashRecord]:
+    """Identical reports (same signature and title, in the same test) are one
+    record with their count and the line of the last: 14,273 WARNINGs of a
+    storm are one record to place, blame and read, not 14,273."""
+    groups: dict[tuple[str, str, str], list[CrashRecord]] = {}
+    for record in records:
+        groups.setdefault((record.signature, record.title, record.test), []).append(record)
+    return [replace(same[0], count=len(same), last_line=same[-1].line) if len(same) > 1
+            else same[0] for same in groups.values()]
 
 
 def _record(record: CrashRecord, spans: markers.TestSpans,

@@ -73,6 +73,16 @@ class SuspectedPatch:
     evidence: str
 
 
+TITLE_LIMIT = 300          # characters of a crash title kept
+EXCERPT_LIMIT = 64 * 1024  # characters of a crash excerpt kept
+
+
+def _bounded(text: str, limit: int) -> str:
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f" [... {len(text) - limit} more characters cut]"
+
+
 @dataclass
 class CrashRecord:
     """A detect.Crash as the run saw it: the test it happened in, the suspected
@@ -101,6 +111,10 @@ class CrashRecord:
     vm_status: str | None = field(default=None, metadata=OMIT)        # hangs only
     silent_seconds: float | None = field(default=None, metadata=OMIT)
     infrastructure: bool | None = field(default=None, metadata=OMIT)  # QEMU stopped the VM
+    # identical reports (same signature, same test) on one node are one record:
+    # how many there were and the console line of the last (a crash storm)
+    count: int | None = field(default=None, metadata=OMIT)
+    last_line: int | None = field(default=None, metadata=OMIT)
 
     @classmethod
     def from_crash(cls, crash: Any, **extra: Any) -> CrashRecord:
@@ -108,6 +122,9 @@ class CrashRecord:
         names = {f.name for f in fields(cls)}
         values = {f.name: getattr(crash, f.name) for f in fields(crash) if f.name in names}
         values["kind"] = str(getattr(values["kind"], "value", values["kind"]))
+        # a kernel line can be megabytes ("BUG: AAAA..."): what is kept is bounded
+        values["title"] = _bounded(values["title"], TITLE_LIMIT)
+        values["excerpt"] = _bounded(values["excerpt"], EXCERPT_LIMIT)
         return cls(**values, **extra)
 
     @property

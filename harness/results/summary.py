@@ -32,8 +32,10 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
         where = f" during {crash.test}" if crash.test else ""
         label = (f"[yellow]waived crash[/] ({printable(crash.waived)})"
                  if crash.waived else "[bold red]crash[/]")
+        times = (f" ({crash.count} times, console lines {crash.line}-{crash.last_line})"
+                 if crash.count else "")
         console.print(f"{label} {printable(crash.node)}: {printable(crash.title)}"
-                      f"{printable(where)}", soft_wrap=True)
+                      f"{printable(where)}{times}", soft_wrap=True)
         if crash.suspected_patch:
             console.print(f"  suspected: {printable(crash.suspected_patch.evidence)}",
                           soft_wrap=True)
