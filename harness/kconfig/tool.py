@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import json
 import os
+import select
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,6 +207,11 @@ class KconfigTool:
         return KconfigDB(DumpProcess(self.build(), self.objdir, self.env(), log))
 
 
+# seconds the dump helper may take for one answer (parsing Kconfig first: a
+# few seconds; a query: milliseconds)
+ANSWER_TIMEOUT = 120.0
+
+
 class DumpProcess:
     """The dump binary behind a pipe: one command line in, one JSON line out."""
 
@@ -223,6 +229,12 @@ class DumpProcess:
             if command is not None:
                 self._proc.stdin.write(command + "\n")
                 self._proc.stdin.flush()
+            ready, _, _ = select.select([self._proc.stdout], [], [], ANSWER_TIMEOUT)
+            if not ready:
+                proc.kill_group(self._proc)
+                raise ConfigError(f"the Kconfig parser did not answer {command or 'ready'!r} "
+                                  f"within {ANSWER_TIMEOUT:g} s (killed); see {self.log}",
+                                  EXIT_INFRA)
             line = self._proc.stdout.readline()
         except (BrokenPipeError, OSError) as exc:
             raise ConfigError(f"the Kconfig parser stopped ({exc}); see {self.log}", EXIT_INFRA)
