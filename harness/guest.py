@@ -24,6 +24,11 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 logging.getLogger("paramiko").propagate = False
 
 
+# seconds an SFTP read or write may wait for the guest (a transfer of the
+# suites' files takes well under a second per read)
+SFTP_TIMEOUT = 120.0
+
+
 @dataclass(frozen=True)
 class CommandResult:
     node: str
@@ -173,13 +178,20 @@ class Session:
         command = _as_command(cmd)
         return Background(self, command, self._open(_wrapped(cmd, timeout)), timeout)
 
-    def put(self, local: Path, remote: str) -> None:
-        with self.client.open_sftp() as sftp:
+    def _sftp(self, timeout: float):
+        """An SFTP session whose every read and write is bounded: a guest that
+        stops answering mid-transfer is a timeout, not a wait forever."""
+        sftp = self.client.open_sftp()
+        sftp.get_channel().settimeout(timeout)
+        return sftp
+
+    def put(self, local: Path, remote: str, timeout: float = SFTP_TIMEOUT) -> None:
+        with self._sftp(timeout) as sftp:
             sftp.put(str(local), remote)
 
-    def get(self, remote: str, local: Path) -> None:
+    def get(self, remote: str, local: Path, timeout: float = SFTP_TIMEOUT) -> None:
         local.parent.mkdir(parents=True, exist_ok=True)
-        with self.client.open_sftp() as sftp:
+        with self._sftp(timeout) as sftp:
             sftp.get(remote, str(local))
 
     def close(self) -> None:
