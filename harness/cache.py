@@ -146,8 +146,9 @@ class Cache:
     entry's `.complete` holds its manifest (every file's size, and a hash of
     the small ones): an entry that no longer matches it (a truncated file, an
     emptied one, one removed) is damaged — moved out of the way and built
-    again, and named in `damaged` for the run to report. Entries written
-    before manifests (an empty `.complete`) are trusted as they are."""
+    again, and named in `damaged` for the run to report. An entry written
+    before manifests (an empty `.complete`) is trusted once and gets its
+    manifest then."""
     DONE = ".complete"
 
     def __init__(self, root: Path | None = None):
@@ -184,7 +185,11 @@ class Cache:
         except (OSError, ValueError, KeyError, TypeError):
             return "its manifest is unreadable"
         if recorded is None:
-            return None                     # an entry from before manifests
+            # an entry from before manifests: trusted once, and its manifest
+            # written now, so that damage from here on is seen
+            with contextlib.suppress(OSError):
+                write_atomic(done, json.dumps({"files": _manifest(path)}))
+            return None
         for name, (size, digest_) in recorded.items():
             file = path / name
             try:

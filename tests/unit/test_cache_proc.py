@@ -295,13 +295,22 @@ def test_a_damaged_cache_entry_is_detected_set_aside_and_named(tmp_path):
     assert cache.get("kernels", "k1") is None and "changed since" in cache.damaged[-1]
 
 
-def test_an_entry_from_before_manifests_is_trusted_and_stale_scratch_is_removed(tmp_path):
+def test_an_entry_from_before_manifests_is_trusted_once_and_stale_scratch_is_removed(tmp_path):
+    import hashlib
+    import json
+
+    def digest_of(data: bytes) -> str:
+        return hashlib.sha256(data).hexdigest()[:16]
+
     cache = Cache(tmp_path)
     old = cache.entry("images", "i1")
     old.mkdir(parents=True)
     (old / "disk.img").write_bytes(b"")
     (old / Cache.DONE).write_text("")
     assert cache.get("images", "i1") == old
+    assert json.loads((old / Cache.DONE).read_text()) == {"files": {"disk.img": [0, digest_of(b"")]}}
+    (old / "disk.img").write_bytes(b"changed")        # damage from now on is seen
+    assert cache.get("images", "i1") is None
     stale = tmp_path / "images" / ".i2.tmp.abc"       # a killed run's scratch directory
     stale.mkdir()
     with cache.lock("images", "i2"), cache.fill("images", "i2") as scratch:
