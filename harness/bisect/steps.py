@@ -35,14 +35,14 @@ from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, PlanError
 from ..plan import Plan
 from ..results.baseline import SUITE as PERF_SUITE
 from ..results.baseline import direction, median, worse_percent
-from ..results.model import RunResult, first_failure
+from ..results.model import FAILED_STATUSES, RunResult, first_failure
 from ..results import reproducer
 from ..results.reproducer import numbered
 from ..source import git
 from ..suites import registry
 from .search import BAD, GOOD, SKIP, Step
 
-FAILED = ("fail", "error")
+FAILED = FAILED_STATUSES
 
 
 @dataclass(frozen=True)

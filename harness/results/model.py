@@ -15,6 +15,7 @@ from .codec import EMPTY, OMIT, from_plain, to_plain
 # xpass: passed although one says it fails; flaky: failed, then passed when
 # run again (the plan's `retries`): a warning, not a pass
 STATUSES = ("pass", "fail", "skip", "error", "xfail", "xpass", "flaky")
+FAILED_STATUSES = ("fail", "error")     # a row that fails the run
 VERDICTS = ("pass", "fail", "error")
 
 
@@ -340,7 +341,7 @@ def first_failure(tests: list[TestRecord]) -> TestRecord | None:
     hmm's, kselftest's) before the pytest test that drives it (its own row,
     named after the test function: `test_pyverbs[rxe]`), which fails
     because of it."""
-    failed = [t for t in tests if t.status in ("fail", "error")]
+    failed = [t for t in tests if t.status in FAILED_STATUSES]
     cases = [t for t in failed if not t.name.startswith("test_")
              and any(p.suite == t.suite and p.name.startswith("test_") for p in failed)]
     return (cases or failed or [None])[0]

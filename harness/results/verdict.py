@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS
-from .model import CrashRecord, PatchResult, TestRecord, WarningRecord
+from .model import FAILED_STATUSES, CrashRecord, PatchResult, TestRecord, WarningRecord
 
-FAILED_STATUSES = ("fail", "error")
 FLAKY = "flaky"
 
 

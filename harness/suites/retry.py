@@ -22,9 +22,9 @@ import re
 from dataclasses import replace
 from typing import Callable, Iterable
 
-from ..results.model import CrashRecord, TestRecord
+from ..results.model import FAILED_STATUSES, CrashRecord, TestRecord
 
-RETRIED = ("fail", "error")
+RETRIED = FAILED_STATUSES
 PASSED = ("pass", "xpass")
 FLAKY = "flaky"
 # what a row's message says when the kernel crashed during its test
