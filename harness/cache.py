@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from .errors import PlanError
 
@@ -148,8 +148,13 @@ class Cache:
     emptied one, one removed) is damaged — moved out of the way and built
     again, and named in `damaged` for the run to report. An entry written
     before manifests (an empty `.complete`) is trusted once and gets its
-    manifest then."""
+    manifest then.
+
+    A mutable entry (the source stage's git tree, whose checkout moves with
+    every series) has no file manifest: `fill(..., mutable=True)` marks it,
+    and `get(..., check=)` asks the stage's own check instead."""
     DONE = ".complete"
+    MUTABLE = {"mutable": True}
 
     def __init__(self, root: Path | None = None):
         self.root = Path(root) if root else default_root()
@@ -161,12 +166,16 @@ class Cache:
     def entry(self, kind: str, key: str) -> Path:
         return self.root / kind / key
 
-    def get(self, kind: str, key: str) -> Path | None:
+    def get(self, kind: str, key: str,
+            check: Callable[[Path], str | None] | None = None) -> Path | None:
+        """The entry, or None when it is missing or damaged. `check` (for a
+        mutable entry) says what is wrong with it, or None; otherwise the
+        entry's files are checked against its manifest."""
         path = self.entry(kind, key)
         done = path / self.DONE
         if not done.exists():
             return None
-        problem = self._check(path, done)
+        problem = check(path) if check else self._check(path, done)
         if problem is None:
             return path
         self.damaged.append(f"cache entry {path} was damaged ({problem}): built again")
@@ -206,10 +215,12 @@ class Cache:
         return locked(self.root / kind / f".{key}.lock")
 
     @contextlib.contextmanager
-    def fill(self, kind: str, key: str, mode: int = 0o755) -> Iterator[Path]:
+    def fill(self, kind: str, key: str, mode: int = 0o755,
+             mutable: bool = False) -> Iterator[Path]:
         """Yield a scratch directory; when the block succeeds it becomes the
         entry (kind, key), with `mode` (0o700 for an entry holding a secret).
-        Caller should hold lock(kind, key)."""
+        A `mutable` entry gets no file manifest (see the class). Caller should
+        hold lock(kind, key)."""
         final = self.entry(kind, key)
         final.parent.mkdir(parents=True, exist_ok=True)
         # the lock is held: a scratch directory of this key is a killed run's
@@ -218,7 +229,8 @@ class Cache:
         scratch = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{key}.tmp."))
         try:
             yield scratch
-            (scratch / self.DONE).write_text(json.dumps({"files": _manifest(scratch)}))
+            (scratch / self.DONE).write_text(json.dumps(
+                self.MUTABLE if mutable else {"files": _manifest(scratch)}))
             scratch.chmod(mode)         # mkdtemp made it 0700: others read by default
             if final.exists():
                 shutil.rmtree(final)

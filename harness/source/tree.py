@@ -82,9 +82,9 @@ def _from_debian(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
     offer = apt.resolve(spec.debian_package, spec.debian_version)
     key = f"{offer.package}_{offer.version}".replace("~", "-").replace(":", "-")
     with cache.lock("source", key):
-        entry = cache.get("source", key)
+        entry = cache.get("source", key, check=_damaged_tree)
         if entry is None:
-            with cache.fill("source", key) as scratch:
+            with cache.fill("source", key, mutable=True) as scratch:
                 _import_debian(apt, offer, scratch, log)
             entry = cache.entry("source", key)
     tree = entry / "tree"
@@ -93,6 +93,19 @@ def _from_debian(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
     commit = git(["rev-list", "--max-parents=0", "HEAD"], tree).stdout.split()[-1]
     return SourceTree(tree, commit, kernel_version(tree),
                       f"debian {offer.package} {offer.version} ({offer.suite})")
+
+
+def _damaged_tree(entry: Path) -> str | None:
+    """What is wrong with a source entry, or None. Its git checkout moves
+    with every series (no file manifest can hold): the repository must still
+    know its import commit and the tree must have a Makefile."""
+    tree = entry / "tree"
+    if not (tree / "Makefile").is_file():
+        return "tree/Makefile is missing"
+    found = proc.run(["git", "rev-list", "--max-parents=0", "HEAD"], cwd=tree, timeout=120)
+    if found.returncode != 0 or not found.stdout.split():
+        return f"its git repository does not answer: {found.stderr.strip()[:200]}"
+    return None
 
 
 def _import_debian(apt: PrivateApt, offer, scratch: Path, log: Path) -> None:

@@ -342,3 +342,32 @@ def test_a_command_dies_with_the_harness_even_after_sigkill(tmp_path):
         time.sleep(0.05)
     os.kill(child, signal.SIGKILL)
     raise AssertionError(f"pid {child} outlived the harness")
+
+
+def _git(tree: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tree,
+                   check=True, capture_output=True)
+
+
+def test_a_source_tree_whose_checkout_moved_is_not_damaged(tmp_path):
+    """The source entry is a git tree that every series checks out anew: with
+    a file manifest, the first series run made the next run see it damaged,
+    set it aside and import it again (a cold kernel build behind it). Its own
+    check (the repository answers, the Makefile is there) decides instead."""
+    from harness.source.tree import _damaged_tree
+    cache = Cache(tmp_path)
+    with cache.lock("source", "s1"), cache.fill("source", "s1", mutable=True) as scratch:
+        tree = scratch / "tree"
+        tree.mkdir()
+        (tree / "Makefile").write_text("all:\n")
+        _git(tree, "init", "-q")
+        _git(tree, "add", ".")
+        _git(tree, "commit", "-qm", "import")
+    tree = cache.entry("source", "s1") / "tree"
+    (tree / "Makefile").write_text("all:\n\ttrue\n")        # a series patch
+    _git(tree, "commit", "-qam", "patch")
+    _git(tree, "checkout", "-q", "--detach", "HEAD~1")       # the next run's base
+    assert cache.get("source", "s1", check=_damaged_tree) is not None and not cache.damaged
+    (tree / "Makefile").unlink()
+    assert cache.get("source", "s1", check=_damaged_tree) is None
+    assert "tree/Makefile is missing" in cache.damaged[0]
