@@ -107,7 +107,13 @@ def objdir_for(tree: source.SourceTree, cache: Cache):
     kconfig+build at a time writes it."""
     key = digest(str(tree.path))
     with cache.lock("objdirs", key):
-        yield cache.entry("objdirs", key)
+        objdir = cache.entry("objdirs", key)
+        if tree.fresh and objdir.exists():
+            # the tree was imported again under it: files put back to older
+            # contents keep older mtimes than objects built from newer ones,
+            # and make would link those objects; a cold build is the price
+            shutil.rmtree(objdir)
+        yield objdir
 
 
 def kernel(run: Run) -> Kernel:

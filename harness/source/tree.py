@@ -35,6 +35,10 @@ class SourceTree:
     commit: str          # git commit id of what is checked out
     version: str         # kernel version from the Makefile, e.g. 7.2.13
     origin: str          # human description: "debian linux-source-7.2 7.2.13-1"
+    # imported just now (a first run, or a damaged entry imported again): an
+    # object directory of an earlier tree at this path cannot be trusted, its
+    # objects may be newer than files that changed (tar keeps old mtimes)
+    fresh: bool = False
 
 
 def git(args: list[str], cwd: Path, log: Path | None = None, check: bool = True,
@@ -83,7 +87,8 @@ def _from_debian(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
     key = f"{offer.package}_{offer.version}".replace("~", "-").replace(":", "-")
     with cache.lock("source", key):
         entry = cache.get("source", key, check=_damaged_tree)
-        if entry is None:
+        fresh = entry is None
+        if fresh:
             with cache.fill("source", key, mutable=True) as scratch:
                 _import_debian(apt, offer, scratch, log)
             entry = cache.entry("source", key)
@@ -92,7 +97,7 @@ def _from_debian(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
     # series (series.checkout_base puts it back, under the tree's build lock)
     commit = git(["rev-list", "--max-parents=0", "HEAD"], tree).stdout.split()[-1]
     return SourceTree(tree, commit, kernel_version(tree),
-                      f"debian {offer.package} {offer.version} ({offer.suite})")
+                      f"debian {offer.package} {offer.version} ({offer.suite})", fresh)
 
 
 def _damaged_tree(entry: Path) -> str | None:

@@ -62,3 +62,20 @@ def test_a_second_runs_source_stage_leaves_a_worktree_being_built_alone(tmp_path
     with pipeline.objdir_for(tree_b, cache):          # run B's turn: now it checks out
         checkout_base(tree_b, tmp_path / "b.log")
         assert (tree_b.path / "drivers/rxe.c").read_text() == "int version = 2;\n"
+
+
+def test_a_tree_imported_again_does_not_reuse_the_old_object_directory(tmp_path):
+    """A damaged source entry is imported again at the same path; its files
+    get the tarball's old mtimes, so objects built from a series' newer
+    versions of them would look up to date to make and be linked."""
+    from harness.source import SourceTree
+    cache = Cache(tmp_path / "cache")
+    tree = SourceTree(tmp_path / "tree", "c0ffee", "7.2.13", "test")
+    with pipeline.objdir_for(tree, cache) as objdir:
+        objdir.mkdir(parents=True)
+        (objdir / "rxe.o").write_text("built from a series' rxe.c")
+    with pipeline.objdir_for(tree, cache) as objdir:           # the same tree: kept
+        assert (objdir / "rxe.o").exists()
+    fresh = SourceTree(tmp_path / "tree", "c0ffee", "7.2.13", "test", fresh=True)
+    with pipeline.objdir_for(fresh, cache) as objdir:          # imported again: cold
+        assert not objdir.exists()
