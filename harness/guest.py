@@ -6,6 +6,7 @@ hangs is killed in the guest too, not only abandoned by the client.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import shlex
 import socket
@@ -76,6 +77,7 @@ class Background:
         result = CommandResult(self.session.node, self.command, code, out, err,
                                time.monotonic() - self.started)
         self.session._log(result)
+        self.session._dropped(result)
         return result
 
     def stop(self) -> None:
@@ -83,6 +85,7 @@ class Background:
 
 
 EOF_GRACE = 5.0    # seconds to wait for the end of the output after the exit status
+DROPPED = -2       # _drain's exit code when the connection dropped mid-command
 
 
 def _drain(channel: paramiko.Channel, deadline: float) -> tuple[str, str, int]:
@@ -105,6 +108,9 @@ def _drain(channel: paramiko.Channel, deadline: float) -> tuple[str, str, int]:
             if channel.eof_received or channel.closed \
                     or time.monotonic() - exited_at > EOF_GRACE:
                 code = channel.recv_exit_status()
+                transport = channel.get_transport()
+                if code == -1 and (transport is None or not transport.is_active()):
+                    code = DROPPED   # no exit status: the connection itself went away
                 break
         if time.monotonic() > deadline:
             code = -1
@@ -116,8 +122,10 @@ def _drain(channel: paramiko.Channel, deadline: float) -> tuple[str, str, int]:
 
 
 class Session:
-    def __init__(self, node: str, client: paramiko.SSHClient, log: Path | None):
+    def __init__(self, node: str, client: paramiko.SSHClient, log: Path | None,
+                 address: tuple | None = None):
         self.node, self.client, self.log = node, client, log
+        self.address = address      # connect()'s arguments: to connect again
 
     @classmethod
     def connect(cls, node: str, host: str, port: int, key: Path, host_key_pub: str,
@@ -143,7 +151,28 @@ class Session:
         transport = client.get_transport()
         if transport:
             transport.set_keepalive(15)
-        return cls(node, client, log)
+        return cls(node, client, log, (host, port, key, host_key_pub, timeout))
+
+    def _dropped(self, result: CommandResult) -> None:
+        """A command whose connection dropped is an infrastructure error: it
+        may have run partly, so it is never re-run; the next command connects
+        again."""
+        if result.exit_code == DROPPED:
+            raise GuestError(f"{self.node}: SSH connection dropped after {result.seconds:.1f} s "
+                             f"while running `{result.command}`", EXIT_INFRA)
+
+    def _reconnect(self) -> bool:
+        """One new connection to a guest whose old one went away (its sshd
+        was killed, say); False when the guest does not answer."""
+        if not self.address:
+            return False
+        host, port, key, host_key_pub, timeout = self.address
+        with contextlib.suppress(OSError, paramiko.SSHException, EOFError):
+            fresh = Session.connect(self.node, host, port, key, host_key_pub, timeout, self.log)
+            self.client.close()
+            self.client = fresh.client
+            return True
+        return False
 
     def _log(self, result: CommandResult) -> None:
         if self.log:
@@ -154,7 +183,10 @@ class Session:
     def _open(self, command: str) -> paramiko.Channel:
         transport = self.client.get_transport()
         if transport is None or not transport.is_active():
-            raise GuestError(f"{self.node}: SSH connection is gone (did the guest die?)", EXIT_INFRA)
+            if not self._reconnect():
+                raise GuestError(f"{self.node}: SSH connection is gone and the guest does not "
+                                 "answer a new one (did the guest die?)", EXIT_INFRA)
+            transport = self.client.get_transport()
         try:
             channel = transport.open_session(timeout=30)
             channel.exec_command(command)
@@ -170,6 +202,7 @@ class Session:
         out, err, code = _drain(channel, start + timeout + 15)
         result = CommandResult(self.node, command, code, out, err, time.monotonic() - start)
         self._log(result)
+        self._dropped(result)
         if check and not result.ok:
             raise GuestError(result.describe(), EXIT_FAIL)
         return result

@@ -263,7 +263,8 @@ def test(run: Run) -> None:
         log = run.logs / "pytest.log"
         with Watchdog(run.nodes, plan.vm.hang_timeout, on_hang=shown.hang):
             result.tests = list(suites.run(plan.suites, sctx, log, on_result=shown.row))
-            if plan.retries and not run.interrupted and all(n.alive() for n in run.nodes):
+            if plan.retries and not run.interrupted and not sctx.infra_errors \
+                    and all(n.alive() for n in run.nodes):
                 result.tests = _retried(run, sctx, log, shown.row)
         if run.interrupted:      # pytest swallowed the KeyboardInterrupt and returned
             raise Interrupted(run.interrupted)
@@ -272,6 +273,9 @@ def test(run: Run) -> None:
             # the results so far are kept; whether the kernel is to blame is
             # decided from the console by the verdict (a crash or hang: exit 1)
             raise SuiteError("; ".join(_death(n) for n in dead)
+                             + "; results of the tests that ran are kept", EXIT_INFRA)
+        if sctx.infra_errors:
+            raise SuiteError("; ".join(sctx.infra_errors)
                              + "; results of the tests that ran are kept", EXIT_INFRA)
         if not result.tests:
             raise HarnessError("the suites ran no test; see logs/pytest.log", EXIT_INFRA)

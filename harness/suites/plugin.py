@@ -30,6 +30,7 @@ import pytest
 
 from .. import detect
 from ..detect import markers
+from ..errors import EXIT_INFRA, HarnessError
 from ..guest import Session
 from ..results.model import TestRecord
 from .expectations import Expectations
@@ -63,6 +64,9 @@ class SuiteContext:
     test_id: str = ""         # the running test's marker_id(); HarnessPlugin sets it
     # the plan's `select` (or a retry's rows): globs over "suite name"; () = all
     select: tuple[str, ...] = ()
+    # "test id: message" of each test the harness's own failure ended (an SSH
+    # connection that dropped): their rows are errors, and the run exit 3
+    infra_errors: list[str] = field(default_factory=list)
 
     def dmesg_window(self, dmesg: str) -> str:
         """What the kernel logged since the running test began. A log that lost
@@ -82,6 +86,9 @@ class SuiteContext:
         else:
             self.record_sink(record)
         return record
+
+
+INFRA = "harness.infrastructure"      # user property: the harness's failure ended the test
 
 
 def marker_id(nodeid: str) -> str:
@@ -205,10 +212,22 @@ class HarnessPlugin:
         if found:
             self._splats[item.nodeid] = found
 
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        """A test ended by the harness's own failure (a GuestError with exit 3:
+        the SSH connection dropped) is no verdict on the kernel: noted for the
+        runner, and its row becomes an error that says so."""
+        outcome = yield
+        error = call.excinfo.value if call.excinfo else None
+        if isinstance(error, HarnessError) and error.exit_code == EXIT_INFRA:
+            outcome.get_result().user_properties.append((INFRA, str(error)))
+            self.context.infra_errors.append(f"{marker_id(item.nodeid)}: {error}")
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         status = _status(report)
         key = report.nodeid
         props = dict(report.user_properties)
+        infra = props.pop(INFRA, None)
         node = props.pop("node", "")
         provider = str(props.pop("provider", ""))
         if not node and "[" in key:
@@ -222,6 +241,8 @@ class HarnessPlugin:
             metrics = {**previous.metrics, **metrics}
         else:
             message = _message(report)
+        if infra:
+            status, message = "error", f"infrastructure: {infra}"
         splats = self._splats.get(key) if report.when == "teardown" else None
         if splats and status in ("pass", "skip", "xfail"):
             status = "fail"

@@ -55,6 +55,32 @@ def test_add_record_without_a_plugin_keeps_the_row():
 
 
 
+def test_a_test_the_harness_failed_is_an_error_row_noted_for_the_runner(tmp_path):
+    """Before, a dropped SSH connection failed the test as if the kernel had:
+    a "fail" row and exit 1."""
+    suite = tmp_path / "test_drop.py"
+    suite.write_text(textwrap.dedent('''
+        from harness.errors import EXIT_FAIL, EXIT_INFRA, GuestError
+
+        def test_dropped():
+            raise GuestError("node1: SSH connection dropped after 2.0 s while running `x`",
+                             EXIT_INFRA)
+
+        def test_failed_command():
+            raise GuestError("node1: `false` exited 1", EXIT_FAIL)
+    '''))
+    ctx = SuiteContext(nodes=[], kernel_release="7.2.13", modules=(), command_timeout=60)
+    plugin = HarnessPlugin(ctx, {"test_drop.py": "drop"})
+    pytest.main([str(suite), "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
+                 "--import-mode=importlib"], plugins=[plugin, fixtures(ctx)])
+    rows = {r.name: (r.status, r.message) for r in ctx.records}
+    assert rows["test_dropped"] == (
+        "error", "infrastructure: node1: SSH connection dropped after 2.0 s while running `x`")
+    assert rows["test_failed_command"][0] == "fail"          # a command's failure is the test's
+    assert ctx.infra_errors == ["test_drop.py::test_dropped: node1: SSH connection dropped "
+                                "after 2.0 s while running `x`"]
+
+
 # ---- the kernel log markers ----------------------------------------------------------
 
 class KernelLog:
