@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime
+import os
 import secrets
 import signal
 import sqlite3
@@ -76,7 +77,8 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
         result.error, result.exit_code = str(exc), EXIT_INFRA
     except Exception as exc:
         if is_disk_full(exc):
-            result.error, result.exit_code = _write_error(exc, run_dir), EXIT_INFRA
+            result.error, result.exit_code = (_write_error(exc, run_dir, state.cache.root),
+                                              EXIT_INFRA)
         else:
             _internal_error(state, exc)
     finally:
@@ -119,11 +121,24 @@ def _internal_error(state: Run, exc: Exception) -> None:
     result.exit_code = EXIT_INFRA
 
 
-def _write_error(exc: OSError, where: Path) -> str:
-    path = exc.filename or where
+def _write_error(exc: OSError, *where: Path) -> str:
+    """The message for an OSError writing a file. A write() that fails says
+    no file name: of the places the run writes (`where`), the one whose file
+    system has the least room is named."""
+    path = exc.filename or _fullest(where)
     if is_disk_full(exc):
         return f"disk full: {path} (free some space; nothing was decided about the kernel)"
     return f"cannot write {path}: {exc.strerror or exc}"
+
+
+def _fullest(paths: tuple[Path, ...]) -> Path:
+    def room(path: Path) -> int:
+        try:
+            info = os.statvfs(path)
+        except OSError:
+            return 1 << 62
+        return info.f_bavail * info.f_frsize
+    return min(paths, key=room)
 
 
 def preflight(plan: Plan) -> None:

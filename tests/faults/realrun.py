@@ -5,13 +5,17 @@ cache hit), and what a killed run may leave behind (make, QEMU, locks)."""
 from __future__ import annotations
 
 import fcntl
+import os
 import json
 import queue
+import re
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+
+import paramiko
 
 from harness.cache import Cache, digest
 
@@ -26,12 +30,14 @@ SHORT = ("suites=[modules]", "modules=[rdma_rxe]", "vm.nodes=1")
 class Harness:
     """`harness run` as a child, its stdout read line by line in a thread."""
 
-    def __init__(self, runs: Path, *sets: str, plan: Path = QUICKSTART):
+    def __init__(self, runs: Path, *sets: str, plan: Path = QUICKSTART,
+                 env: dict | None = None):
         self.runs = runs
         self.proc = subprocess.Popen(
             [*HARNESS, "run", str(plan), "--runs-dir", str(runs),
              *(a for s in sets for a in ("--set", s))],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            env={**os.environ, **(env or {})})
         self.lines: list[str] = []
         self._queue: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -155,3 +161,21 @@ def module_of(results: dict) -> bytes:
     entry = Cache().entry("kernels", results["kernel"]["build_key"])
     (ko,) = entry.glob("modules/lib/modules/*/kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko*")
     return ko.read_bytes()
+
+
+def guest(run_dir: Path, node: str = "node1") -> paramiko.SSHClient:
+    """A connection of the test's own to a node of a running run (its
+    forwarded SSH port, the cache's client key), apart from the harness's."""
+    argv = (run_dir / "nodes" / node / "qemu-cmdline.txt").read_text()
+    port = int(re.search(r"hostfwd=tcp:127\.0\.0\.1:(\d+)-:22", argv).group(1))
+    client = paramiko.SSHClient()
+    client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+    client.connect("127.0.0.1", port=port, username="root",
+                   key_filename=str(Cache().root / "keys" / "id_ed25519"), timeout=60,
+                   banner_timeout=60, auth_timeout=60, allow_agent=False, look_for_keys=False)
+    return client
+
+
+def guest_run(client: paramiko.SSHClient, script: str, timeout: float = 120) -> str:
+    _, out, err = client.exec_command(script, timeout=timeout)
+    return out.read().decode(errors="replace") + err.read().decode(errors="replace")

@@ -102,3 +102,26 @@ def test_a_make_that_finds_the_disk_full_is_not_a_kernel_failure(tmp_path, monke
                     tmp_path / "build.log")
     assert error.value.exit_code == EXIT_INFRA
     assert str(error.value).startswith(f"disk full: {objdir}")
+
+
+def test_a_full_cache_is_an_infrastructure_error_naming_it(small_disk, tmp_path):
+    """A real run (`python -m harness run`) whose cache is a full file
+    system: exit 3 "disk full: <a path in the cache>", the run directory
+    (elsewhere) complete, never a kernel verdict."""
+    import json
+    import sys
+    cache = small_disk / "cache"
+    cache.mkdir()
+    fill(small_disk, leave=8192)
+    runs = tmp_path / "runs"
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--runs-dir", str(runs),
+         "--set", "suites=[modules]"],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=600,
+        env={**os.environ, "HARNESS_CACHE": str(cache)})
+    assert done.returncode == EXIT_INFRA, done.stdout[-3000:] + done.stderr[-2000:]
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["verdict"] == "error"
+    assert results["error"].startswith(f"disk full: {cache}"), results["error"]
+    assert "Traceback" not in done.stdout + done.stderr
