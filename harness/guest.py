@@ -158,8 +158,10 @@ class Session:
         may have run partly, so it is never re-run; the next command connects
         again."""
         if result.exit_code == DROPPED:
+            command = " ".join(result.command.split())
+            command = command if len(command) <= 100 else command[:100] + "…"
             raise GuestError(f"{self.node}: SSH connection dropped after {result.seconds:.1f} s "
-                             f"while running `{result.command}`", EXIT_INFRA)
+                             f"while running `{command}`", EXIT_INFRA)
 
     def _reconnect(self) -> bool:
         """One new connection to a guest whose old one went away (its sshd

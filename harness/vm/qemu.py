@@ -254,6 +254,8 @@ class QemuNode:
         "unknown" when QMP does not answer."""
         try:
             return str(self.qmp_command("query-status")["status"])
+        except TimeoutError:
+            return f"unknown (QMP: no answer within {QMP_TIMEOUT:.0f} s: is QEMU stopped?)"
         except Exception as exc:     # noqa: BLE001 - any QMP failure: say what it was
             return f"unknown (QMP: {type(exc).__name__}: {exc})"
 

@@ -179,3 +179,9 @@ def guest(run_dir: Path, node: str = "node1") -> paramiko.SSHClient:
 def guest_run(client: paramiko.SSHClient, script: str, timeout: float = 120) -> str:
     _, out, err = client.exec_command(script, timeout=timeout)
     return out.read().decode(errors="replace") + err.read().decode(errors="replace")
+
+
+def report(scenario: str, expected: str, observed: str, seconds: float) -> None:
+    """One row of the fault matrix in the test log (`pytest -s`), as the
+    table docs/measurements.md keeps."""
+    print(f"\nfault matrix | {scenario} | {expected} | {observed} | {seconds:.1f} |", flush=True)

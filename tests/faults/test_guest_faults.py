@@ -8,7 +8,7 @@ import os
 import signal
 import time
 
-from .realrun import SHORT, Harness, gone_within, guest, guest_run, pids
+from .realrun import SHORT, Harness, gone_within, guest, guest_run, pids, report
 
 # every sshd process of another connection (the harness's), not ours, not
 # the listener: kill -9, as a crashed sshd or a reset connection would
@@ -50,6 +50,9 @@ def test_an_ssh_connection_dropped_mid_command_is_an_infrastructure_error(tmp_pa
     assert row["message"].startswith("infrastructure: node1: SSH connection dropped after")
     assert not [c for c in results["crashes"] if c["counts"]]     # no kernel verdict
     assert seconds < 120
+    report("SSH connection dropped mid-command (guest sshd killed)", "exit 3, the row an "
+           "infrastructure error", f"exit 3, {row['name']} error: {row['message'][:60]}…",
+           seconds)
 
 
 def test_a_qemu_that_stops_answering_is_ended_within_the_hang_timeout(tmp_path):
@@ -74,12 +77,16 @@ def test_a_qemu_that_stops_answering_is_ended_within_the_hang_timeout(tmp_path):
     assert not gone_within({qemu}, 10)
     # the watchdog's timeout, one SSH probe, QMP's bounded waits and the kill
     assert seconds < 30 + 90, seconds
+    report("QEMU SIGSTOPped during the tests (vm.hang_timeout=30)", "ended within the "
+           "timeout + a bounded margin, exit 3", f"exit 3, hang record infrastructure, "
+           f"vm_status {hang['vm_status'][:40]}…", seconds)
 
 
 def test_a_console_flood_for_a_minute_slows_the_run_but_does_not_fail_it(tmp_path):
     runs = tmp_path / "runs"
     harness = Harness(runs, *SHORT, "modules_cycles=100", "vm.hang_timeout=60")
     harness.wait_for("> test", 900)
+    started = time.monotonic()
     client = guest(harness.run_dir())
     try:
         guest_run(client, "nohup timeout 60 sh -c 'yes \"console flood 0123456789 abcdefghij"
@@ -92,6 +99,10 @@ def test_a_console_flood_for_a_minute_slows_the_run_but_does_not_fail_it(tmp_pat
     finishing = time.monotonic() - tests_done
     assert code == 0, harness.output[-3000:]
     console = harness.run_dir() / "nodes/node1/console.log"
-    assert console.read_bytes().count(b"console flood") > 10_000
+    lines = console.read_bytes().count(b"console flood")
+    assert lines > 10_000
     assert not [c for c in harness.results()["crashes"] if c["kind"] == "hang"]
+    report("the guest floods its console for 60 s", "the run passes, no false hang, the "
+           "end within 30 s", f"exit 0, {lines} flood lines ({console.stat().st_size >> 20} "
+           f"MiB), finished {finishing:.1f} s after the tests", tests_done - started)
     assert finishing < 30                         # reading the console back is quick
