@@ -151,11 +151,26 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[bold red]error:[/] --runs-dir {printable(str(args.runs_dir))}: "
                       f"{exc.strerror}")
         return EXIT_BAD_INPUT
+    if not plan.bisect:
+        _late_signals_noted()
     result = run(plan, args.runs_dir, cache, console, args.history)
     if plan.bisect:
         from .bisect import auto
         result = auto.after_run(plan, result, args.runs_dir, cache, console, args.history)
     return result.exit_code
+
+
+def _late_signals_noted() -> None:
+    """The run installs its own handlers and restores these when its run
+    directory is written: a Ctrl-C or SIGTERM after that (an impatient second
+    Ctrl-C) must not turn the exit into a traceback and another exit code
+    than results.json's. (A bisect keeps the default: it stops between runs.)"""
+    import signal
+
+    def noted(signum, frame):
+        pass
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, noted)
 
 
 def _series_specs(refs) -> list:

@@ -40,7 +40,8 @@ class Harness:
             env={**os.environ, **(env or {})})
         self.lines: list[str] = []
         self._queue: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         for line in self.proc.stdout:
@@ -65,9 +66,7 @@ class Harness:
 
     def finish(self, timeout: float = 900) -> int:
         code = self.proc.wait(timeout=timeout)
-        deadline = time.monotonic() + 10
-        while self._queue.qsize() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        self._reader.join(timeout=10)       # the last lines read
         return code
 
     @property
