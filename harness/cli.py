@@ -151,8 +151,6 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[bold red]error:[/] --runs-dir {printable(str(args.runs_dir))}: "
                       f"{exc.strerror}")
         return EXIT_BAD_INPUT
-    if not plan.bisect:
-        _late_signals_noted()
     result = run(plan, args.runs_dir, cache, console, args.history)
     if plan.bisect:
         from .bisect import auto
@@ -160,17 +158,16 @@ def main(argv: list[str] | None = None) -> int:
     return result.exit_code
 
 
-def _late_signals_noted() -> None:
-    """The run installs its own handlers and restores these when its run
-    directory is written: a Ctrl-C or SIGTERM after that (an impatient second
-    Ctrl-C) must not turn the exit into a traceback and another exit code
-    than results.json's. (A bisect keeps the default: it stops between runs.)"""
+def entry() -> None:
+    """The `harness` command. Once main() has returned, the run directory is
+    written: a late Ctrl-C or SIGTERM (an impatient second Ctrl-C) must not
+    turn the exit into a traceback with another exit code than results.json's."""
     import signal
 
-    def noted(signum, frame):
-        pass
+    code = main()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, noted)
+        signal.signal(sig, signal.SIG_IGN)
+    sys.exit(code)
 
 
 def _series_specs(refs) -> list:
@@ -228,4 +225,4 @@ def _series_plan(plan: "plan_mod.Plan", args: argparse.Namespace) -> "plan_mod.P
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
