@@ -8,7 +8,11 @@ import os
 import signal
 import time
 
+import pytest
+
 from .realrun import SHORT, Harness, gone_within, guest, guest_run, pids, report
+
+pytestmark = pytest.mark.usefixtures("built")     # conftest.py: the cold build
 
 # every sshd process of another connection (the harness's), not ours, not
 # the listener: kill -9, as a crashed sshd or a reset connection would

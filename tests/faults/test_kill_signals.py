@@ -22,6 +22,8 @@ import pytest
 from .realrun import (SHORT, Harness, descendants, gone_within, lock_is_free, make_series,
                       objdir_lock, pids, report)
 
+pytestmark = pytest.mark.usefixtures("built")     # conftest.py: the cold build
+
 CATCHABLE = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 ALL = (*CATCHABLE, signal.SIGKILL)
 

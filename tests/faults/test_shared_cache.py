@@ -12,9 +12,13 @@ from __future__ import annotations
 import secrets
 import time
 
+import pytest
+
 from harness.cache import Cache
 
 from .realrun import SHORT, Harness, make_series, module_of, report
+
+pytestmark = pytest.mark.usefixtures("built")     # conftest.py: the cold build
 
 
 def _stage(results: dict, name: str) -> dict:
