@@ -29,7 +29,8 @@ from .suites import expectations, retry
 from .suites.plugin import SuiteContext, SuiteNode
 from .vm import topology
 from .vm.accel import choose as choose_accel
-from .vm.qemu import BootConfig, QemuNode
+from .vm.node import BootConfig, Node
+from .vm.qemu import QemuNode
 from .vm.watchdog import Watchdog
 
 
@@ -93,7 +94,7 @@ class Run:
     progress: Progress | None = None
     run_dir: Path | None = None      # None outside a run (kernel_for)
     kernel: Kernel | None = None
-    nodes: list[QemuNode] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
     interrupted: str = ""
 
     def say(self, text: str) -> None:
@@ -293,8 +294,8 @@ def _retried(run: Run, sctx: SuiteContext, log: Path, on_result) -> list:
                        suite_of, run.say)
 
 
-def _death(node: QemuNode) -> str:
+def _death(node: Node) -> str:
     if node.hang is not None:
-        return (f"{node.name}: hung ({node.hang.reason}; QEMU state {node.hang.vm_status}), "
+        return (f"{node.name}: hung ({node.hang.reason}; VM state {node.hang.vm_status}), "
                 "killed by the watchdog")
-    return f"{node.name}: QEMU exited (code {node.popen.returncode}) during the tests"
+    return f"{node.name}: {node.ended()} during the tests"

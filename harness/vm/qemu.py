@@ -10,57 +10,19 @@ import shutil
 import shlex
 import tempfile
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
-import paramiko
 from qemu.qmp import QMPClient
 
 from .. import proc
-from ..build import KernelBuild
-from ..errors import EXIT_INFRA, BootError
-from ..guest import Session
-from ..image import GuestImage
+from ..errors import BootError
 from . import NODE_DIR, ExtraDevices, NodeSpec, free_port
 from .accel import QEMU
-from .watchdog import Hang
-
-# console lines of vm-images/files/harness-init
-READY = "harness-init: ready"
-HANDOVER = "harness-init: handing over to systemd"
-NO_READY_LINE_AFTER = 30.0    # seconds; then poll SSH as for any other init
-DUMP_QUIET = 5.0              # seconds of console silence that end a SysRq dump
-DUMP_MAX = 60.0               # seconds a SysRq dump may take at most
+from .node import QUIET_DEVICES, BootConfig, Node, cmdline  # noqa: F401 (their home was here)
 
 # what QEMU prints when a host port we picked was taken in the meantime
 _PORT_RACE = ("Could not set up host forwarding rule", "Address already in use")
-
-
-@dataclass(frozen=True)
-class BootConfig:
-    kernel: KernelBuild
-    image: GuestImage
-    modules_disk: Path
-    accel: str
-    boot_timeout: float
-    init: str                 # path of init in the guest
-    extra_cmdline: str = ""
-    machine: str = "q35"
-    firmware: str = "qboot.rom"   # "" = QEMU's default (SeaBIOS)
-    # what the plan's suites add to some nodes (suite.yaml `devices`)
-    extra_devices: tuple[ExtraDevices, ...] = ()
-
-
-# devices a headless guest never uses, whose probing costs boot time under TCG
-# (measured with the q35 machine: first SSH command 14.5 s -> 9.3 s)
-QUIET_DEVICES = "8250.nr_uarts=1 i8042.noaux i8042.nopnp"
-
-
-def cmdline(node: NodeSpec, boot: BootConfig) -> str:
-    parts = ["console=ttyS0", "root=/dev/vda", "rw", f"init={boot.init}",
-             "net.ifnames=0", "panic=-1", QUIET_DEVICES, f"harness.hostname={node.name}",
-             f"harness.net={node.cmdline_net()}"]
-    return " ".join(parts + ([boot.extra_cmdline] if boot.extra_cmdline else []))
 
 
 def qemu_argv(node: NodeSpec, boot: BootConfig, overlay: Path, node_dir: Path,
@@ -120,24 +82,16 @@ def qmp_once(socket_path: Path, command: str, arguments: dict | None = None,
     return asyncio.run(once())
 
 
-class QemuNode:
+class QemuNode(Node):
+    backend = "qemu"
+
     def __init__(self, spec: NodeSpec, boot: BootConfig, node_dir: Path):
-        self.spec, self.boot, self.dir = spec, boot, node_dir
-        self.console = node_dir / "console.log"
+        super().__init__(spec, boot, node_dir)
         self.qemu_log = node_dir / "qemu.log"
         self.popen = None
-        self.session: Session | None = None
-        self.boot_seconds: float | None = None
-        self.hang: Hang | None = None         # set by the watchdog
-        self._started = 0.0
-        self._ssh_attempts = 0
         # a UNIX socket path must be under 108 bytes; run directories can be deep
         self._sockdir = Path(tempfile.mkdtemp(prefix="harness-qmp-"))
         self.qmp = self._sockdir / f"{spec.name}.sock"
-
-    @property
-    def name(self) -> str:
-        return self.spec.name
 
     def start(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -164,62 +118,8 @@ class QemuNode:
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
-    def console_size(self) -> int:
-        try:
-            return self.console.stat().st_size
-        except OSError:
-            return 0
-
-    def console_text(self, start: int = 0) -> str:
-        """The console from byte offset `start` on."""
-        if not self.console.exists():
-            return ""
-        with open(self.console, "rb") as f:
-            f.seek(start)
-            return f.read().decode(errors="replace")
-
-    def console_tail(self, lines: int = 30) -> str:
-        return "\n".join(self.console_text().splitlines()[-lines:])
-
-    def _ssh_timeout(self) -> float | None:
-        """Seconds for the next SSH attempt, or None: not worth trying yet. An
-        attempt made before the guest's network is up hangs in slirp until its
-        timeout (measured: ~2 s lost per boot), so wait for the harness init's
-        "ready" line; systemd and foreign inits give no such line: poll them."""
-        text = self.console_text()
-        if READY in text:
-            # a slow guest (a KASAN + lockdep kernel under TCG) takes longer than
-            # 10 s per sshd fork; short retries then pile up unauthenticated
-            # connections until sshd drops them all (MaxStartups): back off
-            self._ssh_attempts += 1
-            return min(10 * 2 ** (self._ssh_attempts - 1), 160)
-        if HANDOVER in text or time.monotonic() - self._started > NO_READY_LINE_AFTER:
-            return 3
-        return None
-
-    def wait_ssh(self, ssh_log: Path) -> Session:
-        """Connect once the guest is ready; fail when QEMU dies or the boot
-        watchdog fires."""
-        deadline = self._started + self.boot.boot_timeout
-        while True:
-            if not self.alive():
-                raise BootError(self._death_message(), EXIT_INFRA)
-            timeout = self._ssh_timeout()
-            if timeout is not None:
-                try:
-                    self.session = Session.connect(
-                        self.name, "127.0.0.1", self.spec.ssh_port,
-                        self.boot.image.client_key, self.boot.image.host_key_pub,
-                        timeout=timeout, log=ssh_log)
-                    self.boot_seconds = time.monotonic() - self._started
-                    return self.session
-                except (OSError, paramiko.SSHException, EOFError):
-                    pass
-            if time.monotonic() > deadline:
-                raise BootError(f"{self.name}: no SSH answer within "
-                                f"{self.boot.boot_timeout:.0f} s (vm.boot_timeout); "
-                                f"console tail ({self.console}):\n{self.console_tail()}", EXIT_INFRA)
-            time.sleep(0.05)
+    def ended(self) -> str:
+        return f"QEMU exited (code {self.popen.returncode})"
 
     def _death_message(self) -> str:
         qemu_tail = self.qemu_log.read_text(errors="replace").strip().splitlines()[-5:]
@@ -227,20 +127,14 @@ class QemuNode:
                 f"answered.\nqemu: {' | '.join(qemu_tail)}\nconsole tail "
                 f"({self.console}):\n{self.console_tail()}")
 
-    def stop(self) -> None:
+    def _end(self) -> None:
         """Quit through QMP, then make sure the process group is gone."""
-        if self.session:
-            self.session.close()
-            self.session = None
         if self.alive():
-            self._quit()
+            with contextlib.suppress(Exception):   # any QMP trouble: the kill below ends it
+                self.qmp_command("quit")
+                self.popen.wait(timeout=10)
+            proc.kill_group(self.popen, grace=2)
         shutil.rmtree(self._sockdir, ignore_errors=True)
-
-    def _quit(self) -> None:
-        with contextlib.suppress(Exception):   # any QMP trouble: the kill below ends it
-            self.qmp_command("quit")
-            self.popen.wait(timeout=10)
-        proc.kill_group(self.popen, grace=2)
 
     def qmp_command(self, command: str, **arguments):
         """One QMP command on a fresh connection (the watchdog and stop() may
@@ -259,29 +153,11 @@ class QemuNode:
         except Exception as exc:     # noqa: BLE001 - any QMP failure: say what it was
             return f"unknown (QMP: {type(exc).__name__}: {exc})"
 
-    def dump_and_kill(self, sysrq_keys: str, silent: float, reason: str) -> Hang:
-        """A hung node: press Alt+SysRq+<key> for each key (the guest keyboard
-        goes through the kernel's input layer, which works while user space and
-        the network are stuck), keep what the console prints until it has been
-        quiet for DUMP_QUIET seconds, then kill QEMU."""
-        status = self.vm_status()
-        offset = self.console_size()
-        if status == "running":
-            for key in sysrq_keys:
-                try:
-                    self.qmp_command("send-key", keys=[
-                        {"type": "qcode", "data": "alt"}, {"type": "qcode", "data": "sysrq"},
-                        {"type": "qcode", "data": key}])
-                except Exception as exc:     # noqa: BLE001 - logged, the kill goes on
-                    with open(self.qemu_log, "a") as log:
-                        log.write(f"harness: SysRq {key} through QMP failed: {exc!r}\n")
-                time.sleep(1)
-            size, changed, deadline = -1, time.monotonic(), time.monotonic() + DUMP_MAX
-            while time.monotonic() < deadline and time.monotonic() - changed < DUMP_QUIET:
-                if self.console_size() != size:
-                    size, changed = self.console_size(), time.monotonic()
-                time.sleep(0.5)
-        self.hang = Hang(self.name, round(silent, 1), reason, status, offset,
-                         self.console_text(start=offset))
-        self.stop()
-        return self.hang
+    def _send_sysrq(self, key: str) -> None:
+        self.qmp_command("send-key", keys=[
+            {"type": "qcode", "data": "alt"}, {"type": "qcode", "data": "sysrq"},
+            {"type": "qcode", "data": key}])
+
+    def _note(self, text: str) -> None:
+        with open(self.qemu_log, "a") as log:
+            log.write(f"harness: {text}\n")

@@ -1,0 +1,196 @@
+"""What every backend's node is to the rest of the harness: a guest booted from
+a kernel and a disk, whose serial console is a file in the node's directory,
+reached over SSH, stopped on every exit path. The backends (qemu.py: a QEMU
+process of our own; libvirt.py: a libvirt domain) only start, ask the state
+of, press keys on and end their VM; waiting for SSH, reading the console and
+dumping a hung guest are the same for both, here."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import paramiko
+
+from ..build import KernelBuild
+from ..errors import EXIT_INFRA, BootError
+from ..guest import Session
+from ..image import GuestImage
+from . import ExtraDevices, NodeSpec
+from .watchdog import Hang
+
+# console lines of vm-images/files/harness-init
+READY = "harness-init: ready"
+HANDOVER = "harness-init: handing over to systemd"
+NO_READY_LINE_AFTER = 30.0    # seconds; then poll SSH as for any other init
+DUMP_QUIET = 5.0              # seconds of console silence that end a SysRq dump
+DUMP_MAX = 60.0               # seconds a SysRq dump may take at most
+
+
+@dataclass(frozen=True)
+class BootConfig:
+    kernel: KernelBuild
+    image: GuestImage
+    modules_disk: Path
+    accel: str
+    boot_timeout: float
+    init: str                 # path of init in the guest
+    extra_cmdline: str = ""
+    machine: str = "q35"
+    firmware: str = "qboot.rom"   # "" = QEMU's default (SeaBIOS)
+    # what the plan's suites add to some nodes (suite.yaml `devices`)
+    extra_devices: tuple[ExtraDevices, ...] = ()
+
+
+# devices a headless guest never uses, whose probing costs boot time under TCG
+# (measured with the q35 machine: first SSH command 14.5 s -> 9.3 s)
+QUIET_DEVICES = "8250.nr_uarts=1 i8042.noaux i8042.nopnp"
+
+
+def cmdline(node: NodeSpec, boot: BootConfig) -> str:
+    parts = ["console=ttyS0", "root=/dev/vda", "rw", f"init={boot.init}",
+             "net.ifnames=0", "panic=-1", QUIET_DEVICES, f"harness.hostname={node.name}",
+             f"harness.net={node.cmdline_net()}"]
+    return " ".join(parts + ([boot.extra_cmdline] if boot.extra_cmdline else []))
+
+
+class Node:
+    """A backend implements start(), alive(), vm_status(), _send_sysrq(key),
+    _end() (make sure the VM is gone), ended() and _death_message()."""
+
+    backend = ""
+
+    def __init__(self, spec: NodeSpec, boot: BootConfig, node_dir: Path):
+        self.spec, self.boot, self.dir = spec, boot, node_dir
+        self.console = node_dir / "console.log"
+        self.session: Session | None = None
+        self.boot_seconds: float | None = None
+        self.hang: Hang | None = None         # set by the watchdog
+        self._started = 0.0
+        self._ssh_attempts = 0
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    # --- what a backend provides -------------------------------------------------
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def alive(self) -> bool:
+        raise NotImplementedError
+
+    def vm_status(self) -> str:
+        """The VM's run state ("running", "paused", ...) or "unknown (why)"."""
+        raise NotImplementedError
+
+    def _send_sysrq(self, key: str) -> None:
+        raise NotImplementedError
+
+    def _end(self) -> None:
+        raise NotImplementedError
+
+    def _death_message(self) -> str:
+        raise NotImplementedError
+
+    def ended(self) -> str:
+        """How the VM ended, for a message ("QEMU exited (code -9)")."""
+        raise NotImplementedError
+
+    def _ssh_target(self) -> tuple[str, int]:
+        """Where the guest's SSH is reached from here."""
+        return "127.0.0.1", self.spec.ssh_port
+
+    # --- the same for every backend ----------------------------------------------
+    def console_size(self) -> int:
+        try:
+            return self.console.stat().st_size
+        except OSError:
+            return 0
+
+    def console_text(self, start: int = 0) -> str:
+        """The console from byte offset `start` on."""
+        if not self.console.exists():
+            return ""
+        with open(self.console, "rb") as f:
+            f.seek(start)
+            return f.read().decode(errors="replace")
+
+    def console_tail(self, lines: int = 30) -> str:
+        return "\n".join(self.console_text().splitlines()[-lines:])
+
+    def _ssh_timeout(self) -> float | None:
+        """Seconds for the next SSH attempt, or None: not worth trying yet. An
+        attempt made before the guest's network is up hangs in slirp until its
+        timeout (measured: ~2 s lost per boot), so wait for the harness init's
+        "ready" line; systemd and foreign inits give no such line: poll them."""
+        text = self.console_text()
+        if READY in text:
+            # a slow guest (a KASAN + lockdep kernel under TCG) takes longer than
+            # 10 s per sshd fork; short retries then pile up unauthenticated
+            # connections until sshd drops them all (MaxStartups): back off
+            self._ssh_attempts += 1
+            return min(10 * 2 ** (self._ssh_attempts - 1), 160)
+        if HANDOVER in text or time.monotonic() - self._started > NO_READY_LINE_AFTER:
+            return 3
+        return None
+
+    def wait_ssh(self, ssh_log: Path) -> Session:
+        """Connect once the guest is ready; fail when the VM dies or the boot
+        watchdog fires."""
+        deadline = self._started + self.boot.boot_timeout
+        host, port = self._ssh_target()
+        while True:
+            if not self.alive():
+                raise BootError(self._death_message(), EXIT_INFRA)
+            timeout = self._ssh_timeout()
+            if timeout is not None:
+                try:
+                    self.session = Session.connect(
+                        self.name, host, port, self.boot.image.client_key,
+                        self.boot.image.host_key_pub, timeout=timeout, log=ssh_log)
+                    self.boot_seconds = time.monotonic() - self._started
+                    return self.session
+                except (OSError, paramiko.SSHException, EOFError):
+                    pass
+            if time.monotonic() > deadline:
+                raise BootError(f"{self.name}: no SSH answer within "
+                                f"{self.boot.boot_timeout:.0f} s (vm.boot_timeout); "
+                                f"console tail ({self.console}):\n{self.console_tail()}", EXIT_INFRA)
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Close SSH, then end the VM (gracefully first where the backend can)."""
+        if self.session:
+            self.session.close()
+            self.session = None
+        self._end()
+
+    def dump_and_kill(self, sysrq_keys: str, silent: float, reason: str) -> Hang:
+        """A hung node: press Alt+SysRq+<key> for each key (the guest keyboard
+        goes through the kernel's input layer, which works while user space and
+        the network are stuck), keep what the console prints until it has been
+        quiet for DUMP_QUIET seconds, then end the VM."""
+        status = self.vm_status()
+        offset = self.console_size()
+        if status == "running":
+            for key in sysrq_keys:
+                try:
+                    self._send_sysrq(key)
+                except Exception as exc:     # noqa: BLE001 - logged, the kill goes on
+                    self._note(f"SysRq {key} failed: {exc!r}")
+                time.sleep(1)
+            size, changed, deadline = -1, time.monotonic(), time.monotonic() + DUMP_MAX
+            while time.monotonic() < deadline and time.monotonic() - changed < DUMP_QUIET:
+                if self.console_size() != size:
+                    size, changed = self.console_size(), time.monotonic()
+                time.sleep(0.5)
+        self.hang = Hang(self.name, round(silent, 1), reason, status, offset,
+                         self.console_text(start=offset))
+        self.stop()
+        return self.hang
+
+    def _note(self, text: str) -> None:
+        """A line in the node's harness log (what went wrong around the VM)."""
+        with open(self.dir / "harness.log", "a") as log:
+            log.write(f"harness: {text}\n")
