@@ -30,6 +30,7 @@ from .suites.plugin import SuiteContext, SuiteNode
 from .vm import topology
 from .vm.accel import choose as choose_accel
 from .vm.node import BootConfig, Node
+from .vm.libvirt import LibvirtNode
 from .vm.qemu import QemuNode
 from .vm.watchdog import Watchdog
 
@@ -234,14 +235,17 @@ def boot(run: Run, img: image.GuestImage, moddisk: Path) -> None:
                             vm.machine, vm.firmware,
                             extra_devices=suites.extra_devices(run.plan.suites))
         for spec in topology(vm):
-            node = QemuNode(spec, config, run.run_dir / "nodes" / spec.name)
+            node_dir = run.run_dir / "nodes" / spec.name
+            node = (LibvirtNode(spec, config, node_dir, vm.libvirt_uri, run.result.run_id)
+                    if vm.backend == "libvirt" else QemuNode(spec, config, node_dir))
             run.nodes.append(node)
             node.start()
         for node in run.nodes:
             node.wait_ssh(node.dir / "ssh.log")
             run.say(f"{node.name}: SSH answered {node.boot_seconds:.1f} s after QEMU started")
         result.nodes = [NodeRecord(n.name, n.spec.ssh_port, n.spec.l2_ip,
-                                   round(n.boot_seconds or 0, 2)) for n in run.nodes]
+                                   round(n.boot_seconds or 0, 2), *n.placement())
+                        for n in run.nodes]
 
 
 def test(run: Run) -> None:

@@ -51,7 +51,8 @@ class BuildSpec:
 
 @dataclass(frozen=True)
 class VmSpec:
-    backend: str = "qemu"
+    backend: str = "qemu"       # qemu (a QEMU process per node) | libvirt (a domain)
+    libvirt_uri: str = "qemu:///system"   # where vm.backend=libvirt starts the domains
     accel: str = "auto"         # auto | kvm | tcg
     nodes: int = 2
     memory_mb: int = 2048
@@ -136,7 +137,7 @@ class Plan:
 
 CHOICES = {
     "kernel.source": ("debian", "git"),
-    "vm.backend": ("qemu",),
+    "vm.backend": ("qemu", "libvirt"),
     "vm.accel": ("auto", "kvm", "tcg"),
     "vm.init": ("fast", "systemd"),
 }

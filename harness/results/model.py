@@ -63,6 +63,10 @@ class NodeRecord:
     ssh_port: int
     l2_ip: str
     boot_seconds: float
+    backend: str = "qemu"          # qemu | libvirt
+    uri: str = ""                  # libvirt: the connection URI
+    host: str = ""                 # the machine the VM ran on
+    domain: str = ""               # libvirt: the domain's name
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ of, press keys on and end their VM; waiting for SSH, reading the console and
 dumping a hung guest are the same for both, here."""
 from __future__ import annotations
 
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,10 @@ class Node:
     def ended(self) -> str:
         """How the VM ended, for a message ("QEMU exited (code -9)")."""
         raise NotImplementedError
+
+    def placement(self) -> tuple[str, str, str, str]:
+        """(backend, libvirt URI, host, domain name) for results.json."""
+        return self.backend, "", socket.gethostname(), ""
 
     def _ssh_target(self) -> tuple[str, int]:
         """Where the guest's SSH is reached from here."""
