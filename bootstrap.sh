@@ -10,7 +10,8 @@ if [ "$(id -u)" = 0 ]; then
         qemu-system-x86 qemu-utils mmdebstrap debian-archive-keyring \
         gcc libc6-dev make flex bison bc libelf-dev libssl-dev dwarves cpio xz-utils zstd \
         kmod e2fsprogs openssh-client git ccache rsync ca-certificates lz4 \
-        python3 python3-venv python3-dev >/dev/null
+        python3 python3-venv python3-dev \
+        libvirt-daemon-system libvirt-clients libvirt-dev pkg-config >/dev/null
 else
     echo "bootstrap.sh: not root, skipping apt packages (see: harness doctor)" >&2
 fi
@@ -19,3 +20,4 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/pip install -q --upgrade pip >/dev/null
 .venv/bin/pip install -q -e '.[test]'
+./scripts/services.sh

@@ -36,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     bisect_cli.add_parser(sub)
     compare_cli.add_parser(sub)
     reproduce.add_parser(sub)
+    from .vm import gc
+    gc.add_parser(sub)
     return parser
 
 
@@ -130,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         return compare_cli.compare_command(args, console)
     if args.command == "reproduce":
         return reproduce.reproduce_command(args, console)
+    if args.command == "gc":
+        from .vm import gc
+        return gc.gc_command(args, console)
     from .cache import Cache
     from .runner import run
     try:

@@ -161,6 +161,9 @@ def preflight(plan: Plan) -> None:
                         "trixie-rdma-systemd)")
     if plan.kernel.source == "git":
         source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree")
+    if plan.vm.backend == "libvirt":       # before a 20-minute build, not after
+        from .vm import libvirt
+        libvirt.connect(plan.vm.libvirt_uri).close()
     with tempfile.TemporaryDirectory(prefix="harness-series-") as tmp:
         for ref in plan.series:     # message-ids are fetched in the series stage
             if not series.is_message_id(ref):

@@ -1,0 +1,143 @@
+"""`harness gc`: remove the libvirt domains crashed controllers left. A run's
+domains are started with autodestroy and removed on every exit path; a
+domain survives only when its controller could not close its connection in
+a way libvirtd noticed, or was started another way. Every harness domain
+carries <metadata> (vm/domain.xml.j2): run id, controller host, pid, start
+time, expiry. A domain is garbage when its expiry has passed, when it is
+older than --older-than, or when its controller is this host and its pid is
+gone."""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import re
+import socket
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+
+from rich.console import Console
+
+from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_PASS, HarnessError
+from ..results.safe import printable
+from .libvirt import DEFAULT_URI, METADATA_NS, connect
+
+
+@dataclass(frozen=True)
+class Leftover:
+    name: str
+    run_id: str
+    controller: str
+    pid: int
+    started: datetime.datetime | None
+    expires: datetime.datetime | None
+    why: str = ""          # why it is garbage; "" = it is not
+
+
+def add_parser(sub) -> None:
+    gc = sub.add_parser("gc", help="remove libvirt domains that crashed runs left behind")
+    gc.add_argument("--uri", action="append", default=[],
+                    help=f"libvirt URI (repeatable; default {DEFAULT_URI})")
+    gc.add_argument("--older-than", default="", metavar="AGE",
+                    help="also remove harness domains started longer ago than AGE "
+                         "(30m, 2h, 1d); default: only expired ones and those whose "
+                         "controller process on this host is gone")
+    gc.add_argument("--dry-run", action="store_true", help="list, remove nothing")
+
+
+def parse_age(text: str) -> datetime.timedelta | None:
+    if not text:
+        return None
+    match = re.fullmatch(r"(\d+)([smhd])", text.strip())
+    if not match:
+        raise HarnessError(f"--older-than {text!r}: expected a number and s, m, h or d "
+                           "(30m, 2h, 1d)", EXIT_BAD_INPUT)
+    unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match.group(2)]
+    return datetime.timedelta(**{unit: int(match.group(1))})
+
+
+def _time(text: str | None) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.fromisoformat(text) if text else None
+    except ValueError:
+        return None
+
+
+def read_metadata(xml: str) -> Leftover | None:
+    """The harness metadata of a domain's XML, or None: not a harness domain."""
+    root = ET.fromstring(xml)
+    run = root.find(f"metadata/{{{METADATA_NS}}}run")
+    if run is None:
+        return None
+
+    def field(tag: str) -> str:
+        return run.findtext(f"{{{METADATA_NS}}}{tag}") or ""
+    pid = field("pid")
+    return Leftover(root.findtext("name") or "", field("id"), field("controller"),
+                    int(pid) if pid.isdigit() else 0, _time(field("started")),
+                    _time(field("expires")))
+
+
+def judge(found: Leftover, now: datetime.datetime, older_than: datetime.timedelta | None,
+          host: str, pid_alive) -> str:
+    """Why `found` is garbage, or "" when it is not."""
+    if found.expires and now >= found.expires:
+        return f"expired at {found.expires.isoformat(timespec='seconds')}"
+    if older_than and found.started and now - found.started >= older_than:
+        return f"started {found.started.isoformat(timespec='seconds')}, over {older_than}"
+    if found.controller == host and found.pid and not pid_alive(found.pid):
+        return f"its controller (pid {found.pid} on {host}) is gone"
+    return ""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def collect(uri: str, older_than: datetime.timedelta | None,
+            now: datetime.datetime | None = None) -> list[tuple[object, Leftover]]:
+    """(domain, leftover with why) of every harness domain at `uri` that is garbage."""
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    conn = connect(uri)
+    host = socket.gethostname()
+    garbage = []
+    for domain in conn.listAllDomains():
+        found = read_metadata(domain.XMLDesc())
+        if found is None:
+            continue
+        why = judge(found, now, older_than, host, _pid_alive)
+        if why:
+            garbage.append((domain, Leftover(**{**found.__dict__, "why": why})))
+    return garbage
+
+
+def gc_command(args: argparse.Namespace, console: Console) -> int:
+    import libvirt
+    try:
+        older_than = parse_age(args.older_than)
+        code = EXIT_PASS
+        for uri in args.uri or [DEFAULT_URI]:
+            for domain, found in collect(uri, older_than):
+                verb = "would remove" if args.dry_run else "removed"
+                if not args.dry_run:
+                    try:
+                        if domain.isActive():
+                            domain.destroy()
+                        if domain.isPersistent():
+                            domain.undefine()
+                    except libvirt.libvirtError as exc:
+                        console.print(f"error: {uri} {found.name}: {exc.get_error_message()}")
+                        code = EXIT_INFRA
+                        continue
+                console.print(printable(f"{verb} {found.name} on {uri} (run {found.run_id}, "
+                                        f"{found.why})"))
+        return code
+    except HarnessError as exc:
+        console.print(f"error: {printable(str(exc))}")
+        return exc.exit_code

@@ -1,0 +1,131 @@
+"""The libvirt backend against the real libvirtd on this machine
+(qemu:///system, started by scripts/services.sh): the same rows as the QEMU
+backend, no domain left after a SIGKILL of the harness (autodestroy), an
+unreachable libvirtd as exit 3 naming the URI, and `harness gc` finding a
+domain a dead controller left."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.plan import VmSpec
+from harness.vm import topology
+from harness.vm.libvirt import DEFAULT_URI, domain_xml
+from harness.vm.node import BootConfig
+
+from ..conftest import QUICKSTART, REPO
+
+libvirt = pytest.importorskip("libvirt")
+HARNESS = [sys.executable, "-m", "harness"]
+SHORT = ["--set", "suites=[verbs-smoke]", "--set", "modules=[rdma_rxe]"]
+
+
+@pytest.fixture(scope="module")
+def conn():
+    try:
+        connection = libvirt.open(DEFAULT_URI)
+    except libvirt.libvirtError as exc:
+        pytest.fail(f"libvirtd is not running ({exc}); scripts/services.sh starts it")
+    yield connection
+    connection.close()
+
+
+def domains_of(conn, run_id: str) -> list[str]:
+    return [d.name() for d in conn.listAllDomains() if run_id in d.name()]
+
+
+def run(runs: Path, *extra: str, timeout: float = 1800) -> tuple[int, dict, str]:
+    done = subprocess.run([*HARNESS, "run", str(QUICKSTART), "--runs-dir", str(runs), *extra],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    results = json.loads((run_dir / "results.json").read_text())
+    return done.returncode, results, done.stdout + done.stderr
+
+
+def rows(results: dict) -> dict:
+    return {(t["suite"], t["name"], t["node"]): t["status"] for t in results["tests"]}
+
+
+def test_libvirt_gives_the_rows_and_verdict_of_the_qemu_backend(kernel, guest_image, conn,
+                                                                tmp_path):
+    code_q, qemu, _ = run(tmp_path / "qemu", *SHORT)
+    code_l, lv, out = run(tmp_path / "libvirt", *SHORT, "--set", "vm.backend=libvirt")
+    assert (code_l, lv["verdict"]) == (code_q, qemu["verdict"]) == (0, "pass"), out[-3000:]
+    assert rows(lv) == rows(qemu) and len(rows(lv)) == 5
+    node = lv["nodes"][0]
+    assert (node["backend"], node["uri"]) == ("libvirt", DEFAULT_URI)
+    assert node["domain"] == f"harness-{lv['run_id']}-node1"
+    assert not domains_of(conn, lv["run_id"])          # removed at the end of the run
+    run_dir = tmp_path / "libvirt" / lv["run_id"]
+    assert "Linux version" in (run_dir / "nodes/node1/console.log").read_text(errors="replace")
+    assert (run_dir / "nodes/node1/domain.xml").is_file()
+
+
+def test_sigkill_of_the_harness_leaves_no_domain(kernel, guest_image, conn, tmp_path):
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([*HARNESS, "run", str(QUICKSTART), "--runs-dir", str(runs),
+                             "--set", "vm.backend=libvirt", "--set", "suites=[modules]",
+                             "--set", "modules_cycles=30"],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:
+        if "> test" in line:
+            break
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    time.sleep(2)
+    assert len(domains_of(conn, run_dir.name)) == 2
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    deadline = time.monotonic() + 30
+    while domains_of(conn, run_dir.name) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not domains_of(conn, run_dir.name), "autodestroy left a domain"
+
+
+def test_an_unreachable_libvirtd_is_exit_3_naming_the_uri(tmp_path):
+    uri = "qemu:///system?socket=/nonexistent/libvirt-sock"
+    start = time.monotonic()
+    code, results, out = run(tmp_path, "--set", "vm.backend=libvirt",
+                             "--set", f"vm.libvirt_uri={uri}", "--set", "suites=[modules]",
+                             timeout=900)
+    seconds = time.monotonic() - start
+    assert code == 3, out[-3000:]
+    assert results["verdict"] == "error"
+    assert f"libvirt {uri}: " in results["error"] and "libvirtd" in results["error"]
+    assert not results["stages"]          # the preflight said so: no source, no build
+    assert seconds < 30, seconds
+
+
+def test_gc_finds_and_removes_a_domain_a_dead_controller_left(kernel, guest_image,
+                                                              modules_disk, conn, tmp_path):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    spec = topology(VmSpec(nodes=1))[0]
+    boot = BootConfig(kernel, guest_image, modules_disk, "tcg", 300, guest_image.init)
+    overlay = tmp_path / "overlay.qcow2"
+    subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
+                    str(guest_image.disk), str(overlay)], check=True)
+    run_id = f"gc-test-{tmp_path.name}"[:40]
+    xml = domain_xml(spec, boot, tmp_path, overlay, run_id)
+    xml = xml.replace(f"<harness:pid>{__import__('os').getpid()}</harness:pid>",
+                      f"<harness:pid>{dead.pid}</harness:pid>")
+    domain = conn.createXML(xml, 0)       # no autodestroy: it outlives its creator
+    try:
+        listed = subprocess.run([*HARNESS, "gc", "--dry-run"], cwd=REPO, capture_output=True,
+                                text=True, timeout=120)
+        assert listed.returncode == 0, listed.stdout + listed.stderr
+        assert f"would remove harness-{run_id}-node1 on {DEFAULT_URI}" in listed.stdout
+        assert f"controller (pid {dead.pid}" in listed.stdout
+        assert domains_of(conn, run_id)                    # a dry run removes nothing
+        removed = subprocess.run([*HARNESS, "gc"], cwd=REPO, capture_output=True, text=True,
+                                 timeout=120)
+        assert removed.returncode == 0 and f"removed harness-{run_id}-node1" in removed.stdout
+        assert not domains_of(conn, run_id)
+    finally:
+        if domains_of(conn, run_id):
+            domain.destroy()
