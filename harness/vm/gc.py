@@ -127,16 +127,18 @@ def gc_command(args: argparse.Namespace, console: Console) -> int:
                 verb = "would remove" if args.dry_run else "removed"
                 if not args.dry_run:
                     try:
-                        if domain.isActive():
+                        persistent = domain.isPersistent()   # a transient one is gone
+                        if domain.isActive():                # once destroyed
                             domain.destroy()
-                        if domain.isPersistent():
+                        if persistent:
                             domain.undefine()
                     except libvirt.libvirtError as exc:
-                        console.print(f"error: {uri} {found.name}: {exc.get_error_message()}")
+                        console.print(printable(f"error: {uri} {found.name}: "
+                                                f"{exc.get_error_message()}"), soft_wrap=True)
                         code = EXIT_INFRA
                         continue
                 console.print(printable(f"{verb} {found.name} on {uri} (run {found.run_id}, "
-                                        f"{found.why})"))
+                                        f"{found.why})"), soft_wrap=True, highlight=False)
         return code
     except HarnessError as exc:
         console.print(f"error: {printable(str(exc))}")
