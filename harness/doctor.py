@@ -93,9 +93,20 @@ def _disk() -> Check:
 
 
 def _libvirt() -> Check:
-    path = shutil.which("virsh")
-    return Check("libvirt", path is not None, path or "not installed (only the qemu backend "
-                 "is used by default)", "apt-get install libvirt-daemon-system", False)
+    """libvirtd at the default URI (vm.backend=libvirt); not needed by default."""
+    if shutil.which("libvirtd") is None:
+        return Check("libvirt", False, "not installed (only vm.backend=libvirt needs it)",
+                     "./bootstrap.sh (apt-get install libvirt-daemon-system)", False)
+    from .errors import HarnessError
+    from .vm import libvirt
+    try:
+        conn = libvirt.connect(libvirt.DEFAULT_URI)
+    except HarnessError as exc:
+        return Check("libvirt", False, str(exc), "./scripts/services.sh starts it", False)
+    version = conn.getLibVersion()
+    conn.close()
+    return Check("libvirt", True, f"libvirtd {version // 1000000}.{version // 1000 % 1000}."
+                 f"{version % 1000} answers at {libvirt.DEFAULT_URI}", "", False)
 
 
 def checks() -> list[Check]:
