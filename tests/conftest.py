@@ -75,10 +75,12 @@ def modules_disk(kernel, tmp_path_factory, logs) -> Path:
 
 
 @pytest.fixture
-def no_qemu_left_behind():
-    before = qemu_pids()
+def no_qemu_left_behind(tmp_path):
+    """No QEMU of this test (its command line names the test's directory: the
+    console file, the overlay) outlives it; other QEMUs on the machine do not count."""
+    before = qemu_pids(tmp_path)
     yield
-    leftover = qemu_pids() - before
+    leftover = qemu_pids(tmp_path) - before
     assert not leftover, f"QEMU processes survived the test: {sorted(leftover)}"
 
 
