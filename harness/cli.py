@@ -29,7 +29,11 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a plan end to end (default plans/quickstart.yaml)")
     run.add_argument("plan", nargs="?", help="plan YAML file")
     _add_run_options(run)
-    sub.add_parser("doctor", help="check this host: QEMU, KVM, mmdebstrap, compiler, disk")
+    doctor = sub.add_parser("doctor", help="check this host: QEMU, KVM, mmdebstrap, "
+                                           "compiler, disk; or libvirt hosts (--uri)")
+    doctor.add_argument("--uri", action="append", default=[],
+                        help="check a libvirt host instead (repeatable): reachable, "
+                             "versions, KVM or TCG, free memory, harness guests, pools")
     _add_series(sub)
     _add_config(sub)
     history_cli.add_parser(sub)
@@ -119,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = make_console()
     if args.command == "doctor":
+        if args.uri:
+            from .vm.hosts import doctor_uris
+            return doctor_uris(args.uri, console)
         from .doctor import doctor
         return doctor(console)
     if args.command == "config":

@@ -30,6 +30,7 @@ from .suites.plugin import SuiteContext, SuiteNode
 from .vm import topology
 from .vm.accel import choose as choose_accel
 from .vm.node import BootConfig, Node
+from .vm import hosts
 from .vm.libvirt import LibvirtNode
 from .vm.qemu import QemuNode
 from .vm.watchdog import Watchdog
@@ -234,9 +235,16 @@ def boot(run: Run, img: image.GuestImage, moddisk: Path) -> None:
         config = BootConfig(kb, img, moddisk, accel.accel, vm.boot_timeout, img.init, extra,
                             vm.machine, vm.firmware,
                             extra_devices=suites.extra_devices(run.plan.suites))
+        uri = vm.libvirt_uri
+        if vm.backend == "libvirt" and vm.hosts:
+            chosen = hosts.place([hosts.inspect(u) for u in vm.hosts], vm.nodes,
+                                 vm.memory_mb, vm.max_guests_per_host)
+            uri = chosen.uri
+            run.say(f"placed on {uri} ({chosen.free_mb} MiB free, {chosen.guests} harness "
+                    f"guests there)")
         for spec in topology(vm):
             node_dir = run.run_dir / "nodes" / spec.name
-            node = (LibvirtNode(spec, config, node_dir, vm.libvirt_uri, run.result.run_id)
+            node = (LibvirtNode(spec, config, node_dir, uri, run.result.run_id)
                     if vm.backend == "libvirt" else QemuNode(spec, config, node_dir))
             run.nodes.append(node)
             node.start()

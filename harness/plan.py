@@ -53,6 +53,10 @@ class BuildSpec:
 class VmSpec:
     backend: str = "qemu"       # qemu (a QEMU process per node) | libvirt (a domain)
     libvirt_uri: str = "qemu:///system"   # where vm.backend=libvirt starts the domains
+    # a pool of libvirt hosts instead of libvirt_uri: each run's nodes go to the
+    # host with the most free memory that has room (vm/hosts.py)
+    hosts: tuple[str, ...] = ()
+    max_guests_per_host: int = 8
     accel: str = "auto"         # auto | kvm | tcg
     nodes: int = 2
     memory_mb: int = 2048
@@ -295,6 +299,9 @@ def _check(plan: Plan, src: str) -> None:
         raise PlanError(f"{src}: perf.baseline: a run id (a directory name in the runs "
                         f"directory, e.g. 20260101-120000-quickstart-abcd), `none`, or empty "
                         f"for the latest earlier run of this plan; got {baseline!r}")
-    for key in ("memory_mb", "cpus", "boot_timeout", "kvm_probe_timeout", "hang_timeout"):
+    if plan.vm.hosts and plan.vm.backend != "libvirt":
+        raise PlanError(f"{src}: vm.hosts: a pool of libvirt hosts needs vm.backend: libvirt")
+    for key in ("memory_mb", "cpus", "boot_timeout", "kvm_probe_timeout", "hang_timeout",
+                "max_guests_per_host"):
         if getattr(plan.vm, key) <= 0:
             raise PlanError(f"{src}: vm.{key}: must be positive")

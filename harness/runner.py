@@ -162,8 +162,15 @@ def preflight(plan: Plan) -> None:
     if plan.kernel.source == "git":
         source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree")
     if plan.vm.backend == "libvirt":       # before a 20-minute build, not after
-        from .vm import libvirt
-        libvirt.connect(plan.vm.libvirt_uri).close()
+        from .vm import hosts, libvirt
+        if plan.vm.hosts:
+            # the placement asks them again at boot: here, one must answer
+            seen = [hosts.inspect(uri) for uri in plan.vm.hosts]
+            if not any(h.reachable for h in seen):
+                raise HarnessError("vm.hosts: no host answers: "
+                                   + "; ".join(h.error for h in seen), EXIT_INFRA)
+        else:
+            libvirt.connect(plan.vm.libvirt_uri).close()
     with tempfile.TemporaryDirectory(prefix="harness-series-") as tmp:
         for ref in plan.series:     # message-ids are fetched in the series stage
             if not series.is_message_id(ref):

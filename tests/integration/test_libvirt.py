@@ -129,3 +129,24 @@ def test_gc_finds_and_removes_a_domain_a_dead_controller_left(kernel, guest_imag
     finally:
         if domains_of(conn, run_id):
             domain.destroy()
+
+
+def test_doctor_checks_each_libvirt_host(tmp_path):
+    bad = "qemu+unix:///system?socket=/nonexistent/libvirt-sock"
+    done = subprocess.run([*HARNESS, "doctor", "--uri", DEFAULT_URI, "--uri", bad], cwd=REPO,
+                          capture_output=True, text=True, timeout=120,
+                          env={**__import__("os").environ, "COLUMNS": "400"})
+    assert done.returncode == 3, done.stdout
+    lines = {line.split("│")[0].strip(): line for line in done.stdout.splitlines() if "│" in line}
+    assert "│ ok " in lines[DEFAULT_URI] and "libvirt 9." in lines[DEFAULT_URI]
+    assert "UNREACHABLE" in lines[bad] and "No such file" in lines[bad]
+
+
+def test_a_pool_places_the_run_on_a_host_that_answers(kernel, guest_image, conn, tmp_path):
+    bad = "qemu+unix:///system?socket=/nonexistent/libvirt-sock"
+    code, results, out = run(tmp_path, "--set", "vm.backend=libvirt", "--set", "vm.nodes=1",
+                             "--set", f"vm.hosts=['{bad}', '{DEFAULT_URI}']",
+                             "--set", "suites=[modules]", "--set", "modules=[rdma_rxe]")
+    assert code == 0, out[-3000:]
+    assert results["nodes"][0]["uri"] == DEFAULT_URI
+    assert f"placed on {DEFAULT_URI}" in out
