@@ -8,7 +8,8 @@ the patches/ folder it used changed or was deleted:
     reproducer/reproduce.sh                         the one command
 
 Beside it the run directory already has plan.yaml (the plan as run), .config,
-and nodes/<node>/qemu-cmdline.txt (each node's QEMU command line)."""
+and nodes/<node>/qemu-cmdline.txt (each node's QEMU command line) or, with
+the libvirt backend, nodes/<node>/domain.xml (its domain)."""
 from __future__ import annotations
 
 import re
