@@ -22,11 +22,10 @@ from pathlib import Path
 
 import jinja2
 
-from .. import proc
 from ..errors import EXIT_INFRA, BootError
-from . import ExtraDevices, NodeSpec, NODE_DIR, free_port
+from . import ExtraDevices, NodeSpec, free_port
 from .accel import QEMU
-from .node import BootConfig, Node, cmdline
+from .node import BootConfig, Node, cmdline, extra_device_args
 
 DEFAULT_URI = "qemu:///system"
 METADATA_NS = "urn:harness:run:1"      # the <metadata> element's namespace
@@ -71,15 +70,9 @@ def domain_name(run_id: str, node: str) -> str:
 
 
 def _qemu_args(spec: NodeSpec, extra: tuple[ExtraDevices, ...], node_dir: Path) -> list[str]:
-    args = ["-netdev", f"user,id=mgmt,hostfwd=tcp:127.0.0.1:{spec.ssh_port}-:22",
-            "-device", f"virtio-net-pci,netdev=mgmt,mac={spec.mgmt_mac},bus=pcie.0,addr=0x10"]
-    for devices in extra:
-        if devices.node == spec.index:
-            for name, size_mb in devices.files:
-                with open(node_dir / name, "wb") as f:
-                    f.truncate(size_mb << 20)
-            args += [a.replace(NODE_DIR, str(node_dir)) for a in devices.args]
-    return args
+    return ["-netdev", f"user,id=mgmt,hostfwd=tcp:127.0.0.1:{spec.ssh_port}-:22",
+            "-device", f"virtio-net-pci,netdev=mgmt,mac={spec.mgmt_mac},bus=pcie.0,addr=0x10",
+            *extra_device_args(extra, spec, node_dir)]
 
 
 def domain_xml(spec: NodeSpec, boot: BootConfig, node_dir: Path, overlay: Path,
@@ -120,11 +113,7 @@ class LibvirtNode(Node):
 
     def start(self) -> None:
         libvirt = _libvirt()
-        self.dir.mkdir(parents=True, exist_ok=True)
-        overlay = self.dir / "root-overlay.qcow2"
-        overlay.unlink(missing_ok=True)
-        proc.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
-                  self.boot.image.disk, overlay], timeout=60, check=True, error=BootError)
+        overlay = self._overlay()
         self._conn = connect(self.uri)
         for attempt in range(3):
             self.console.write_text("")

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import paramiko
 
+from .. import proc
 from ..build import KernelBuild
 from ..errors import EXIT_INFRA, BootError
 from ..guest import Session
 from ..image import GuestImage
-from . import ExtraDevices, NodeSpec
+from . import NODE_DIR, ExtraDevices, NodeSpec
 from .watchdog import Hang
 
 # console lines of vm-images/files/harness-init
@@ -53,6 +54,21 @@ def cmdline(node: NodeSpec, boot: BootConfig) -> str:
              "net.ifnames=0", "panic=-1", QUIET_DEVICES, f"harness.hostname={node.name}",
              f"harness.net={node.cmdline_net()}"]
     return " ".join(parts + ([boot.extra_cmdline] if boot.extra_cmdline else []))
+
+
+def extra_device_args(devices: tuple[ExtraDevices, ...], node: NodeSpec,
+                      node_dir: Path) -> list[str]:
+    """The node's extra QEMU options; their backing files are created (sparse,
+    empty: a new run starts from blank disks)."""
+    args: list[str] = []
+    for extra in devices:
+        if extra.node != node.index:
+            continue
+        for name, size_mb in extra.files:
+            with open(node_dir / name, "wb") as f:
+                f.truncate(size_mb << 20)
+        args += [arg.replace(NODE_DIR, str(node_dir)) for arg in extra.args]
+    return args
 
 
 class Node:
@@ -107,6 +123,15 @@ class Node:
         return "127.0.0.1", self.spec.ssh_port
 
     # --- the same for every backend ----------------------------------------------
+    def _overlay(self) -> Path:
+        """A new copy-on-write overlay of the base disk in the node's directory."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        overlay = self.dir / "root-overlay.qcow2"
+        overlay.unlink(missing_ok=True)
+        proc.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
+                  self.boot.image.disk, overlay], timeout=60, check=True, error=BootError)
+        return overlay
+
     def console_size(self) -> int:
         try:
             return self.console.stat().st_size

@@ -16,10 +16,10 @@ from pathlib import Path
 from qemu.qmp import QMPClient
 
 from .. import proc
-from ..errors import BootError
-from . import NODE_DIR, ExtraDevices, NodeSpec, free_port
+from . import NodeSpec, free_port
 from .accel import QEMU
-from .node import QUIET_DEVICES, BootConfig, Node, cmdline  # noqa: F401 (their home was here)
+from .node import (QUIET_DEVICES, BootConfig, Node, cmdline,  # noqa: F401 (their home
+                   extra_device_args)                          # was here)
 
 # what QEMU prints when a host port we picked was taken in the meantime
 _PORT_RACE = ("Could not set up host forwarding rule", "Address already in use")
@@ -45,21 +45,6 @@ def qemu_argv(node: NodeSpec, boot: BootConfig, overlay: Path, node_dir: Path,
         "-device", "virtio-rng-pci",
         *extra_device_args(boot.extra_devices, node, node_dir),
     ]
-
-
-def extra_device_args(devices: tuple[ExtraDevices, ...], node: NodeSpec,
-                      node_dir: Path) -> list[str]:
-    """The node's extra QEMU options; their backing files are created (sparse,
-    empty: a new run starts from blank disks)."""
-    args: list[str] = []
-    for extra in devices:
-        if extra.node != node.index:
-            continue
-        for name, size_mb in extra.files:
-            with open(node_dir / name, "wb") as f:
-                f.truncate(size_mb << 20)
-        args += [arg.replace(NODE_DIR, str(node_dir)) for arg in extra.args]
-    return args
 
 
 # seconds for each QMP step (connect and greeting, the command, the goodbye)
@@ -94,11 +79,7 @@ class QemuNode(Node):
         self.qmp = self._sockdir / f"{spec.name}.sock"
 
     def start(self) -> None:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        overlay = self.dir / "root-overlay.qcow2"
-        overlay.unlink(missing_ok=True)
-        proc.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
-                  self.boot.image.disk, overlay], timeout=60, check=True, error=BootError)
+        overlay = self._overlay()
         for attempt in range(3):
             self.console.write_text("")
             self._started, self._ssh_attempts = time.monotonic(), 0
