@@ -20,7 +20,7 @@ from rich.console import Console
 
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_PASS, HarnessError
 from ..results.safe import printable
-from .libvirt import DEFAULT_URI, METADATA_NS, connect
+from .libvirt import DEFAULT_URI, METADATA_NS, _libvirt, connect
 
 
 @dataclass(frozen=True)
@@ -118,8 +118,8 @@ def collect(uri: str, older_than: datetime.timedelta | None,
 
 
 def gc_command(args: argparse.Namespace, console: Console) -> int:
-    import libvirt
     try:
+        libvirt = _libvirt()
         older_than = parse_age(args.older_than)
         code = EXIT_PASS
         for uri in args.uri or [DEFAULT_URI]:

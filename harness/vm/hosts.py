@@ -6,7 +6,6 @@ instead of the harness growing its own scheduler."""
 from __future__ import annotations
 
 import urllib.parse
-import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
 from rich.console import Console
@@ -14,7 +13,8 @@ from rich.table import Table
 
 from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError
 from ..results.safe import printable
-from .libvirt import METADATA_NS, connect
+from .gc import read_metadata
+from .libvirt import _libvirt, connect
 
 # what a host keeps for itself besides the guests (libvirtd, QEMU overhead)
 HOST_RESERVE_MB = 512
@@ -51,17 +51,15 @@ def inspect(uri: str) -> HostInfo:
         conn = connect(uri)
     except HarnessError as exc:
         return HostInfo(uri, False, str(exc))
+    libvirt = _libvirt()
     try:
-        import libvirt
         model, memory_mb, cpus, *_ = conn.getInfo()
         try:
             conn.getDomainCapabilities(None, "x86_64", None, "kvm")
             kvm = True
         except libvirt.libvirtError:
             kvm = False
-        guests = sum(1 for d in conn.listAllDomains()
-                     if ET.fromstring(d.XMLDesc()).find(f"metadata/{{{METADATA_NS}}}run")
-                     is not None)
+        guests = sum(1 for d in conn.listAllDomains() if read_metadata(d.XMLDesc()))
         pools = tuple(sorted(p.name() for p in conn.listAllStoragePools()))
         return HostInfo(uri, True, "", conn.getHostname(), _version(conn.getLibVersion()),
                         _version(conn.getVersion()), cpus, memory_mb,

@@ -12,6 +12,7 @@ message and naming the URI."""
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import shutil
 import socket
@@ -45,7 +46,9 @@ _TEMPLATE = jinja2.Environment(
     undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
 
+@functools.cache
 def _libvirt():
+    """The libvirt module, its errors raised rather than printed (set once)."""
     try:
         import libvirt
     except ImportError as exc:
