@@ -13,7 +13,7 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import paramiko
 
@@ -129,9 +129,12 @@ class Session:
 
     @classmethod
     def connect(cls, node: str, host: str, port: int, key: Path, host_key_pub: str,
-                timeout: float = 10, log: Path | None = None) -> "Session":
+                timeout: float = 10, log: Path | None = None,
+                dial: Callable[[float], Any] | None = None) -> "Session":
         """One connection attempt; raises OSError/SSHException for the caller's
-        retry loop, GuestError when the guest presents a different host key."""
+        retry loop, GuestError when the guest presents a different host key.
+        `dial(timeout)` gives the socket when the guest's host:port is not
+        reached directly (vm/remote.py: a channel through the hypervisor host)."""
         client = paramiko.SSHClient()
         keytype, b64 = host_key_pub.split()[:2]
         pinned = paramiko.PKey.from_type_string(keytype, base64.b64decode(b64))
@@ -140,7 +143,8 @@ class Session:
         try:
             client.connect(host, port=port, username="root", key_filename=str(key),
                            timeout=timeout, banner_timeout=timeout,
-                           auth_timeout=timeout, allow_agent=False, look_for_keys=False)
+                           auth_timeout=timeout, allow_agent=False, look_for_keys=False,
+                           sock=dial(timeout) if dial else None)
         except paramiko.BadHostKeyException as exc:
             client.close()
             raise GuestError(f"{node}: SSH host key mismatch on {host}:{port} (pinned "
@@ -151,7 +155,7 @@ class Session:
         transport = client.get_transport()
         if transport:
             transport.set_keepalive(15)
-        return cls(node, client, log, (host, port, key, host_key_pub, timeout))
+        return cls(node, client, log, (host, port, key, host_key_pub, timeout, dial))
 
     def _dropped(self, result: CommandResult) -> None:
         """A command whose connection dropped is an infrastructure error: it
@@ -168,9 +172,10 @@ class Session:
         was killed, say); False when the guest does not answer."""
         if not self.address:
             return False
-        host, port, key, host_key_pub, timeout = self.address
+        host, port, key, host_key_pub, timeout, dial = self.address
         with contextlib.suppress(OSError, paramiko.SSHException, EOFError):
-            fresh = Session.connect(self.node, host, port, key, host_key_pub, timeout, self.log)
+            fresh = Session.connect(self.node, host, port, key, host_key_pub, timeout, self.log,
+                                    dial)
             self.client.close()
             self.client = fresh.client
             return True

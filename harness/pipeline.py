@@ -28,10 +28,10 @@ from .series import check as patchcheck
 from .suites import expectations, retry
 from .suites.plugin import SuiteContext, SuiteNode
 from .vm import topology
+from .vm import hosts, libvirt, remote
+from .vm.accel import AccelChoice
 from .vm.accel import choose as choose_accel
 from .vm.node import BootConfig, Node
-from .vm import hosts
-from .vm.libvirt import LibvirtNode
 from .vm.qemu import QemuNode
 from .vm.watchdog import Watchdog
 
@@ -227,7 +227,21 @@ def boot(run: Run, img: image.GuestImage, moddisk: Path) -> None:
     stops the ones already started) and wait for their SSH."""
     with run.stages("boot"):
         vm, kb, result = run.plan.vm, run.kernel.build, run.result
-        accel = choose_accel(vm.accel, kb.bzimage, run.cache, run.logs, vm.kvm_probe_timeout)
+        uri = vm.libvirt_uri
+        if vm.backend == "libvirt" and vm.hosts:
+            chosen = hosts.place([hosts.inspect(u) for u in vm.hosts], vm.nodes,
+                                 vm.memory_mb, vm.max_guests_per_host)
+            uri = chosen.uri
+            run.say(f"placed on {remote.parse(uri).display} ({chosen.free_mb} MiB free, "
+                    f"{chosen.guests} harness guests there)")
+        far = vm.backend == "libvirt" and remote.check(uri).remote
+        if far and vm.accel == "auto":
+            # the KVM probe boots on this machine, which says nothing of another's
+            accel = AccelChoice("tcg", f"a remote host ({remote.parse(uri).host}): "
+                                       "vm.accel=kvm uses its KVM")
+        else:
+            accel = choose_accel(vm.accel, kb.bzimage, run.cache, run.logs,
+                                 vm.kvm_probe_timeout)
         result.kernel.accel, result.kernel.accel_reason = accel.accel, accel.reason
         run.say(f"accelerator: {accel.accel} ({accel.reason})")
         extra = " ".join(filter(None, ["harness.init=systemd" if vm.init == "systemd" else "",
@@ -235,16 +249,16 @@ def boot(run: Run, img: image.GuestImage, moddisk: Path) -> None:
         config = BootConfig(kb, img, moddisk, accel.accel, vm.boot_timeout, img.init, extra,
                             vm.machine, vm.firmware,
                             extra_devices=suites.extra_devices(run.plan.suites))
-        uri = vm.libvirt_uri
-        if vm.backend == "libvirt" and vm.hosts:
-            chosen = hosts.place([hosts.inspect(u) for u in vm.hosts], vm.nodes,
-                                 vm.memory_mb, vm.max_guests_per_host)
-            uri = chosen.uri
-            run.say(f"placed on {uri} ({chosen.free_mb} MiB free, {chosen.guests} harness "
-                    f"guests there)")
+        if far:
+            result.staged = libvirt.stage(uri, config)
+            sent = sum(f.bytes_sent for f in result.staged)
+            run.say(f"staged on {remote.parse(uri).host}: "
+                    + ", ".join(f"{f.role} {'uploaded' if f.bytes_sent else 'reused'}"
+                                for f in result.staged) + f" ({sent / 1e6:.1f} MB sent)")
         for spec in topology(vm):
             node_dir = run.run_dir / "nodes" / spec.name
-            node = (LibvirtNode(spec, config, node_dir, uri, run.result.run_id)
+            node = (libvirt.LibvirtNode(spec, config, node_dir, uri, run.result.run_id,
+                                        result.staged)
                     if vm.backend == "libvirt" else QemuNode(spec, config, node_dir))
             run.nodes.append(node)
             node.start()

@@ -162,7 +162,9 @@ def preflight(plan: Plan) -> None:
     if plan.kernel.source == "git":
         source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree")
     if plan.vm.backend == "libvirt":       # before a 20-minute build, not after
-        from .vm import hosts, libvirt
+        from .vm import hosts, libvirt, remote
+        for uri in plan.vm.hosts or (plan.vm.libvirt_uri,):
+            remote.check(uri)              # a transport the guests' SSH can take: exit 2
         if plan.vm.hosts:
             # the placement asks them again at boot: here, one must answer
             seen = [hosts.inspect(uri) for uri in plan.vm.hosts]

@@ -70,6 +70,17 @@ class NodeRecord:
 
 
 @dataclass(frozen=True)
+class StagedFile:
+    """A file a remote hypervisor host got in its storage pool (vm/staging.py)."""
+    role: str                      # kernel | modules | rootfs
+    volume: str                    # <role>-<content hash>[.img]
+    path: str                      # the volume's path on the host
+    size: int                      # bytes of the file (holes included)
+    bytes_sent: int                # data bytes uploaded by this run (0: reused)
+    seconds: float
+
+
+@dataclass(frozen=True)
 class SuspectedPatch:
     """Which patch of the series a crash most likely comes from (series/blame.py)."""
     patch: int | None              # the patch index when one patch is to blame
@@ -310,6 +321,8 @@ class RunResult:
     tests: list[TestRecord] = field(default_factory=list)
     crashes: list[CrashRecord] = field(default_factory=list)
     nodes: list[NodeRecord] = field(default_factory=list)
+    # what a remote libvirt host got in its pool (absent for local runs)
+    staged: list[StagedFile] | None = field(default=None, metadata=OMIT)
     kconfig: KconfigResult = field(default_factory=KconfigResult)
     series: list[SeriesResult] = field(default_factory=list)
     perf: PerfComparison | None = field(default=None, metadata=EMPTY)

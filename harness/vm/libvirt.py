@@ -16,6 +16,7 @@ import functools
 import os
 import shutil
 import socket
+import threading
 import time
 import urllib.parse
 from dataclasses import replace
@@ -23,8 +24,9 @@ from pathlib import Path
 
 import jinja2
 
-from ..errors import EXIT_INFRA, BootError
-from . import ExtraDevices, NodeSpec, free_port
+from ..errors import EXIT_INFRA, BootError, PlanError
+from ..results.model import StagedFile
+from . import ExtraDevices, NodeSpec, free_port, remote, staging
 from .accel import QEMU
 from .node import BootConfig, Node, cmdline, extra_device_args
 
@@ -64,7 +66,8 @@ def connect(uri: str):
     try:
         return libvirt.open(uri)
     except libvirt.libvirtError as exc:
-        raise BootError(f"libvirt {uri}: {exc.get_error_message()} (is libvirtd running "
+        raise BootError(f"libvirt {remote.parse(uri).display}: {exc.get_error_message()} "
+                        "(is libvirtd running "
                         "there? `virtlogd -d; libvirtd -d` starts it)", EXIT_INFRA) from exc
 
 
@@ -78,11 +81,26 @@ def _qemu_args(spec: NodeSpec, extra: tuple[ExtraDevices, ...], node_dir: Path) 
             *extra_device_args(extra, spec, node_dir)]
 
 
-def domain_xml(spec: NodeSpec, boot: BootConfig, node_dir: Path, overlay: Path,
-               run_id: str, now: datetime.datetime | None = None) -> str:
+def domain_xml(spec: NodeSpec, boot: BootConfig, node_dir: Path, overlay: Path | None,
+               run_id: str, now: datetime.datetime | None = None,
+               staged: dict[str, str] | None = None) -> str:
+    """The node's domain. Local: the kernel and modules disk from the cache,
+    `overlay` as its root disk, the console a file of the run directory.
+    `staged` (a remote host: role -> volume path there, vm/staging.py): those
+    files from the host's pool, the base disk as a transient disk, the console
+    a pty read over a libvirt stream, QEMU as root and libvirt's own emulator."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     firmware = boot.firmware
     loader = "" if not firmware else str(firmware if "/" in firmware else FIRMWARE_DIR / firmware)
+    if staged:
+        files = dict(kernel=staged["kernel"], root=staged["rootfs"], root_format="raw",
+                     root_transient=True, modules_disk=staged["modules"], console="",
+                     uid=0, gid=0, emulator="")
+    else:
+        files = dict(kernel=boot.kernel.bzimage, root=overlay, root_format="qcow2",
+                     root_transient=False, modules_disk=boot.modules_disk,
+                     console=node_dir / "console.log", uid=os.getuid(), gid=os.getgid(),
+                     emulator=shutil.which(QEMU) or QEMU)
     return _TEMPLATE.get_template("domain.xml.j2").render(
         domain_type="kvm" if boot.accel == "kvm" else "qemu",
         name=domain_name(run_id, spec.name), metadata_ns=METADATA_NS, run_id=run_id,
@@ -90,50 +108,129 @@ def domain_xml(spec: NodeSpec, boot: BootConfig, node_dir: Path, overlay: Path,
         started=now.isoformat(timespec="seconds"),
         expires=(now + LIFETIME).isoformat(timespec="seconds"),
         memory_mb=spec.memory_mb, cpus=spec.cpus, machine=boot.machine, loader=loader,
-        kernel=boot.kernel.bzimage, cmdline=cmdline(spec, boot), uid=os.getuid(),
-        gid=os.getgid(), emulator=shutil.which(QEMU) or QEMU, overlay=overlay,
-        modules_disk=boot.modules_disk, l2_mac=spec.l2_mac, l2_local_port=spec.l2_local_port,
-        l2_remote_port=spec.l2_remote_port, console=node_dir / "console.log",
-        qemu_args=_qemu_args(spec, boot.extra_devices, node_dir))
+        cmdline=cmdline(spec, boot), l2_mac=spec.l2_mac, l2_local_port=spec.l2_local_port,
+        l2_remote_port=spec.l2_remote_port,
+        qemu_args=_qemu_args(spec, boot.extra_devices, node_dir), **files)
+
+
+def stage(uri: str, boot: BootConfig) -> list[StagedFile]:
+    """For a remote URI: the kernel, modules disk and base disk in the host's
+    storage pool (uploaded when not there yet); nothing for a local one."""
+    address = remote.check(uri)
+    if not address.remote:
+        return []
+    with_files = [e for e in boot.extra_devices if e.files]
+    if with_files:
+        raise PlanError(f"vm.libvirt_uri {address.display}: node{with_files[0].node}'s "
+                        f"devices need backing files ({with_files[0].files[0][0]}, ...), which "
+                        "a remote host does not get yet: run this plan's suites on a local "
+                        "URI or vm.backend=qemu")
+    conn = connect(uri)
+    try:
+        return staging.stage(conn, address.display, {
+            "kernel": boot.kernel.bzimage, "modules": boot.modules_disk,
+            "rootfs": boot.image.disk})
+    finally:
+        conn.close()
+
+
+class ConsolePump(threading.Thread):
+    """A remote domain's serial console, read over a libvirt stream into the
+    node's console.log as it comes (the watchdog and crash detection read that
+    file, the same as for a local domain)."""
+
+    def __init__(self, conn, domain, path: Path):
+        super().__init__(name=f"console-{path.parent.name}", daemon=True)
+        self.stream = conn.newStream(0)
+        domain.openConsole(None, self.stream, 0)
+        self.path = path
+
+    def run(self) -> None:
+        libvirt = _libvirt()
+        with open(self.path, "ab") as out:
+            while True:
+                try:
+                    data = self.stream.recv(65536)
+                except libvirt.libvirtError:
+                    return          # the domain ended or the connection closed
+                if isinstance(data, int):
+                    if data == -2:      # nothing yet (non-blocking only)
+                        time.sleep(0.05)
+                        continue
+                    return
+                if not data:
+                    return
+                out.write(data)
+                out.flush()
+
+    def stop(self) -> None:
+        self.join(5)
+        if self.is_alive():
+            try:
+                self.stream.abort()
+            except _libvirt().libvirtError:
+                pass
+            self.join(5)
 
 
 class LibvirtNode(Node):
     backend = "libvirt"
 
     def __init__(self, spec: NodeSpec, boot: BootConfig, node_dir: Path,
-                 uri: str = DEFAULT_URI, run_id: str = ""):
+                 uri: str = DEFAULT_URI, run_id: str = "",
+                 staged: list[StagedFile] | None = None):
         super().__init__(spec, boot, node_dir)
         self.uri = uri
+        self.address = remote.parse(uri)
         self.run_id = run_id or node_dir.parent.parent.name
         self.domain_name = domain_name(self.run_id, spec.name)
+        # a remote host: its pool's volumes, its console over a stream, the
+        # guest's SSH through an SSH connection to it
+        self.staged = {f.role: f.path for f in staged or ()}
+        self.tunnel = remote.Tunnel(self.address) if self.address.remote else None
+        self._pump: ConsolePump | None = None
         self._conn = None
         self._domain = None
         self._last_state = "not started"
 
     def placement(self) -> tuple[str, str, str, str]:
-        host = urllib.parse.urlsplit(self.uri).hostname or socket.gethostname()
-        return self.backend, self.uri, host, self.domain_name
+        host = self.address.host or socket.gethostname()
+        return self.backend, self.address.display, host, self.domain_name
+
+    def _dial(self):
+        if self.tunnel is None:
+            return None
+        return lambda timeout: self.tunnel.dial(self.spec.ssh_port, timeout)
 
     def start(self) -> None:
         libvirt = _libvirt()
-        overlay = self._overlay()
+        overlay = None if self.staged else self._overlay()
+        self.dir.mkdir(parents=True, exist_ok=True)
         self._conn = connect(self.uri)
+        flags = libvirt.VIR_DOMAIN_START_AUTODESTROY
+        if self.staged:      # paused until its console is read: not a byte lost
+            flags |= libvirt.VIR_DOMAIN_START_PAUSED
         for attempt in range(3):
             self.console.write_text("")
-            xml = domain_xml(self.spec, self.boot, self.dir, overlay, self.run_id)
+            xml = domain_xml(self.spec, self.boot, self.dir, overlay, self.run_id,
+                             staged=self.staged or None)
             (self.dir / "domain.xml").write_text(xml)       # the reproducer bundle
             self._started, self._ssh_attempts = time.monotonic(), 0
             try:
-                self._domain = self._conn.createXML(
-                    xml, libvirt.VIR_DOMAIN_START_AUTODESTROY)
+                self._domain = self._conn.createXML(xml, flags)
+                if self.staged:
+                    self._pump = ConsolePump(self._conn, self._domain, self.console)
+                    self._pump.start()
+                    self._domain.resume()
+                    self._started = time.monotonic()
                 return
             except libvirt.libvirtError as exc:
                 message = exc.get_error_message()
                 if "host forwarding rule" in message and attempt < 2:
                     self.spec = replace(self.spec, ssh_port=free_port())   # a port race
                     continue
-                raise BootError(f"libvirt {self.uri}: cannot start {self.domain_name}: "
-                                f"{message}", EXIT_INFRA) from exc
+                raise BootError(f"libvirt {self.address.display}: cannot start "
+                                f"{self.domain_name}: {message}", EXIT_INFRA) from exc
 
     def _state(self) -> str:
         libvirt = _libvirt()
@@ -146,7 +243,7 @@ class LibvirtNode(Node):
             if exc.get_error_code() == libvirt.VIR_ERR_NO_DOMAIN:
                 self._last_state = "ended"
                 return "ended"
-            return f"unknown (libvirt {self.uri}: {exc.get_error_message()})"
+            return f"unknown (libvirt {self.address.display}: {exc.get_error_message()})"
         self._last_state = _STATES.get(state, f"state {state}")
         return self._last_state
 
@@ -162,7 +259,9 @@ class LibvirtNode(Node):
     def _death_message(self) -> str:
         log = Path("/var/log/libvirt/qemu") / f"{self.domain_name}.log"
         tail = ""
-        if log.is_file():
+        if self.address.remote:
+            tail = f"(on {self.address.host})"
+        elif log.is_file():
             tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-5:])
         return (f"{self.name}: {self.ended()} before SSH answered.\nlibvirt log ({log}): "
                 f"{tail}\nconsole tail ({self.console}):\n{self.console_tail()}")
@@ -182,6 +281,11 @@ class LibvirtNode(Node):
             except libvirt.libvirtError:
                 pass        # already ended
             self._domain, self._last_state = None, "ended"
+        if self._pump is not None:
+            self._pump.stop()
+            self._pump = None
+        if self.tunnel is not None:
+            self.tunnel.close()
         if self._conn is not None:
             try:
                 self._conn.close()

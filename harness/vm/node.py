@@ -122,6 +122,11 @@ class Node:
         """Where the guest's SSH is reached from here."""
         return "127.0.0.1", self.spec.ssh_port
 
+    def _dial(self):
+        """None, or `dial(timeout)` giving a socket to the guest's SSH when it
+        is not reached directly (a remote libvirt host)."""
+        return None
+
     # --- the same for every backend ----------------------------------------------
     def _overlay(self) -> Path:
         """A new copy-on-write overlay of the base disk in the node's directory."""
@@ -178,7 +183,8 @@ class Node:
                 try:
                     self.session = Session.connect(
                         self.name, host, port, self.boot.image.client_key,
-                        self.boot.image.host_key_pub, timeout=timeout, log=ssh_log)
+                        self.boot.image.host_key_pub, timeout=timeout, log=ssh_log,
+                        dial=self._dial())
                     self.boot_seconds = time.monotonic() - self._started
                     return self.session
                 except (OSError, paramiko.SSHException, EOFError):

@@ -1,0 +1,147 @@
+"""Remote libvirt hosts, the SSH side: `vm.libvirt_uri: qemu+ssh://user@host[:port]/system`.
+
+libvirt reaches such a host through its own ssh transport; the guests' SSH,
+which QEMU forwards on the hypervisor host's loopback, is reached here through
+a `direct-tcpip` channel of one paramiko connection to that host, made with
+the same credentials: the URI's user, port and `keyfile`, ~/.ssh/config and
+known_hosts (the URI's `known_hosts` file too; `no_verify=1` accepts an
+unknown host key, as libvirt's ssh transport does with it). One connection
+per node; it is made again when it drops."""
+from __future__ import annotations
+
+import getpass
+import os
+import threading
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+import paramiko
+
+from ..errors import EXIT_INFRA, EXIT_BAD_INPUT, BootError, PlanError
+
+SSH_TRANSPORTS = ("ssh", "libssh", "libssh2")
+CONNECT_TIMEOUT = 20.0
+
+
+@dataclass(frozen=True)
+class HostAddress:
+    """Where a libvirt URI points and how its host is reached over SSH."""
+    uri: str
+    transport: str          # "" (local socket), ssh, libssh, libssh2, tcp, tls, ...
+    host: str               # "" for a local URI
+    user: str
+    port: int
+    keyfile: str
+    known_hosts: str
+    verify: bool            # False with no_verify=1
+
+    @property
+    def remote(self) -> bool:
+        """A host elsewhere: files go into its storage pool, the console
+        comes back over a libvirt stream, the guests' SSH through a tunnel."""
+        return bool(self.host) or self.transport not in ("", "unix")
+
+    @property
+    def display(self) -> str:
+        """The URI without its query (key file paths), for messages and results."""
+        parts = urllib.parse.urlsplit(self.uri)
+        return urllib.parse.urlunsplit(parts._replace(query=""))
+
+
+def parse(uri: str) -> HostAddress:
+    parts = urllib.parse.urlsplit(uri)
+    _, _, transport = parts.scheme.partition("+")
+    query = dict(urllib.parse.parse_qsl(parts.query))
+    return HostAddress(
+        uri=uri, transport=transport, host=parts.hostname or "",
+        user=parts.username or "", port=parts.port or 22,
+        keyfile=query.get("keyfile", ""), known_hosts=query.get("known_hosts", ""),
+        verify=query.get("no_verify", "0") != "1")
+
+
+def check(uri: str) -> HostAddress:
+    """The URI's address, or PlanError (exit 2) for a remote URI whose host
+    the harness cannot reach the guests through."""
+    address = parse(uri)
+    if address.remote and address.transport not in SSH_TRANSPORTS:
+        raise PlanError(
+            f"vm.libvirt_uri {address.display}: a remote host is reached over SSH "
+            f"(qemu+ssh://user@host/system): the guests' SSH goes through it, which "
+            f"{address.transport or 'this'} transport cannot carry", EXIT_BAD_INPUT)
+    if address.remote and not address.host:
+        raise PlanError(f"vm.libvirt_uri {address.display}: names no host "
+                        "(qemu+ssh://user@host/system)", EXIT_BAD_INPUT)
+    if address.keyfile and not Path(address.keyfile).is_file():
+        raise PlanError(f"vm.libvirt_uri {address.display}: keyfile {address.keyfile} "
+                        "does not exist", EXIT_BAD_INPUT)
+    return address
+
+
+def _client(address: HostAddress) -> paramiko.SSHClient:
+    """A connection to the hypervisor host, as `ssh` would make it."""
+    config = paramiko.SSHConfig()
+    user_config = Path.home() / ".ssh" / "config"
+    if user_config.is_file():
+        config = paramiko.SSHConfig.from_path(str(user_config))
+    seen = config.lookup(address.host)
+    hostname = seen.get("hostname", address.host)
+    port = address.port if address.port != 22 else int(seen.get("port", 22))
+    user = address.user or seen.get("user") or getpass.getuser()
+    keys = [address.keyfile] if address.keyfile else [
+        os.path.expanduser(k) for k in seen.get("identityfile", [])]
+    client = paramiko.SSHClient()
+    client.load_system_host_keys()
+    if address.known_hosts and Path(address.known_hosts).is_file():
+        client.load_host_keys(address.known_hosts)
+    client.set_missing_host_key_policy(
+        paramiko.RejectPolicy() if address.verify else paramiko.AutoAddPolicy())
+    try:
+        client.connect(hostname, port=port, username=user,
+                       key_filename=[k for k in keys if Path(k).is_file()] or None,
+                       timeout=CONNECT_TIMEOUT, banner_timeout=CONNECT_TIMEOUT,
+                       auth_timeout=CONNECT_TIMEOUT)
+    except paramiko.SSHException as exc:
+        client.close()
+        hint = (" (an unknown host key: add it to ~/.ssh/known_hosts, or name a file "
+                "with known_hosts=, or no_verify=1)") if "not found in known_hosts" in str(exc) else ""
+        raise BootError(f"libvirt {address.display}: SSH to {user}@{hostname}:{port} for the "
+                        f"guests' SSH failed: {exc}{hint}", EXIT_INFRA) from exc
+    except OSError as exc:
+        client.close()
+        raise BootError(f"libvirt {address.display}: SSH to {user}@{hostname}:{port} for the "
+                        f"guests' SSH failed: {exc}", EXIT_INFRA) from exc
+    transport = client.get_transport()
+    if transport:
+        transport.set_keepalive(15)
+    return client
+
+
+class Tunnel:
+    """One SSH connection to a hypervisor host, for the channels to the
+    guests' forwarded SSH ports there; made on first use, made again when it
+    dropped."""
+
+    def __init__(self, address: HostAddress):
+        self.address = address
+        self._client: paramiko.SSHClient | None = None
+        self._lock = threading.Lock()
+
+    def dial(self, port: int, timeout: float) -> paramiko.Channel:
+        """A channel to 127.0.0.1:`port` on the hypervisor host. OSError or
+        SSHException while nothing answers there yet (the caller retries);
+        BootError when the host itself cannot be reached."""
+        with self._lock:
+            transport = self._client.get_transport() if self._client else None
+            if transport is None or not transport.is_active():
+                self.close()
+                self._client = _client(self.address)
+                transport = self._client.get_transport()
+        assert transport is not None
+        return transport.open_channel("direct-tcpip", ("127.0.0.1", port),
+                                      ("127.0.0.1", 0), timeout=timeout)
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
