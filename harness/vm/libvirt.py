@@ -83,12 +83,13 @@ def _qemu_args(spec: NodeSpec, extra: tuple[ExtraDevices, ...], node_dir: Path) 
 
 def domain_xml(spec: NodeSpec, boot: BootConfig, node_dir: Path, overlay: Path | None,
                run_id: str, now: datetime.datetime | None = None,
-               staged: dict[str, str] | None = None) -> str:
+               staged: dict[str, str] | None = None, session: bool = False) -> str:
     """The node's domain. Local: the kernel and modules disk from the cache,
     `overlay` as its root disk, the console a file of the run directory.
     `staged` (a remote host: role -> volume path there, vm/staging.py): those
     files from the host's pool, the base disk as a transient disk, the console
-    a pty read over a libvirt stream, QEMU as root and libvirt's own emulator."""
+    a pty read over a libvirt stream, QEMU as root and libvirt's own emulator.
+    A `session` URI's QEMU runs as its user: no seclabel."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     firmware = boot.firmware
     loader = "" if not firmware else str(firmware if "/" in firmware else FIRMWARE_DIR / firmware)
@@ -101,6 +102,8 @@ def domain_xml(spec: NodeSpec, boot: BootConfig, node_dir: Path, overlay: Path |
                      root_transient=False, modules_disk=boot.modules_disk,
                      console=node_dir / "console.log", uid=os.getuid(), gid=os.getgid(),
                      emulator=shutil.which(QEMU) or QEMU)
+    if session:
+        files.update(uid=None, gid=None)
     return _TEMPLATE.get_template("domain.xml.j2").render(
         domain_type="kvm" if boot.accel == "kvm" else "qemu",
         name=domain_name(run_id, spec.name), metadata_ns=METADATA_NS, run_id=run_id,
@@ -127,7 +130,14 @@ def stage(uri: str, boot: BootConfig) -> list[StagedFile]:
                         "URI or vm.backend=qemu")
     conn = connect(uri)
     try:
-        return staging.stage(conn, address.display, {
+        pool_path = staging.POOL_PATH
+        if address.session:     # the user's own images directory on that host
+            tunnel = remote.Tunnel(address)
+            try:
+                pool_path = tunnel.home() + "/.local/share/libvirt/images/harness"
+            finally:
+                tunnel.close()
+        return staging.stage(conn, address.display, pool_path, {
             "kernel": boot.kernel.bzimage, "modules": boot.modules_disk,
             "rootfs": boot.image.disk})
     finally:
@@ -213,7 +223,7 @@ class LibvirtNode(Node):
         for attempt in range(3):
             self.console.write_text("")
             xml = domain_xml(self.spec, self.boot, self.dir, overlay, self.run_id,
-                             staged=self.staged or None)
+                             staged=self.staged or None, session=self.address.session)
             (self.dir / "domain.xml").write_text(xml)       # the reproducer bundle
             self._started, self._ssh_attempts = time.monotonic(), 0
             try:

@@ -43,6 +43,11 @@ class HostAddress:
         return bool(self.host) or self.transport not in ("", "unix")
 
     @property
+    def session(self) -> bool:
+        """A per-user daemon (qemu:///session): QEMU runs as that user."""
+        return urllib.parse.urlsplit(self.uri).path.rstrip("/") == "/session"
+
+    @property
     def display(self) -> str:
         """The URI without its query (key file paths), for messages and results."""
         parts = urllib.parse.urlsplit(self.uri)
@@ -131,6 +136,12 @@ class Tunnel:
         """A channel to 127.0.0.1:`port` on the hypervisor host. OSError or
         SSHException while nothing answers there yet (the caller retries);
         BootError when the host itself cannot be reached."""
+        transport = self.dial_host()
+        return transport.open_channel("direct-tcpip", ("127.0.0.1", port),
+                                      ("127.0.0.1", 0), timeout=timeout)
+
+    def dial_host(self) -> paramiko.Transport:
+        """The connection to the host, made (again) when there is none."""
         with self._lock:
             transport = self._client.get_transport() if self._client else None
             if transport is None or not transport.is_active():
@@ -138,8 +149,18 @@ class Tunnel:
                 self._client = _client(self.address)
                 transport = self._client.get_transport()
         assert transport is not None
-        return transport.open_channel("direct-tcpip", ("127.0.0.1", port),
-                                      ("127.0.0.1", 0), timeout=timeout)
+        return transport
+
+    def home(self) -> str:
+        """The remote user's home directory."""
+        self.dial_host()
+        assert self._client is not None
+        _, out, _ = self._client.exec_command('printf %s "$HOME"', timeout=CONNECT_TIMEOUT)
+        home = out.read().decode().strip()
+        if not home.startswith("/"):
+            raise BootError(f"libvirt {self.address.display}: no home directory for "
+                            f"{self.address.user or 'the user'} there", EXIT_INFRA)
+        return home
 
     def close(self) -> None:
         if self._client is not None:

@@ -57,22 +57,22 @@ def volume_name(role: str, path: Path, digest: str) -> str:
     return f"{role}-{digest}{suffix}"
 
 
-def ensure_pool(conn, uri: str):
-    """The `harness` storage pool on the connection's host, defined, built and
-    started when missing."""
+def ensure_pool(conn, uri: str, path: str = POOL_PATH):
+    """The `harness` storage pool on the connection's host, defined (at `path`),
+    built and started when missing."""
     import libvirt
     try:
         pool = conn.storagePoolLookupByName(POOL)
     except libvirt.libvirtError:
         try:
             pool = conn.storagePoolDefineXML(
-                f"<pool type='dir'><name>{POOL}</name><target><path>{POOL_PATH}</path>"
+                f"<pool type='dir'><name>{POOL}</name><target><path>{path}</path>"
                 "</target></pool>", 0)
             pool.build(0)
             pool.setAutostart(1)
         except libvirt.libvirtError as exc:
             raise BootError(f"libvirt {uri}: cannot make the storage pool {POOL} at "
-                            f"{POOL_PATH}: {exc.get_error_message()}", EXIT_INFRA) from exc
+                            f"{path}: {exc.get_error_message()}", EXIT_INFRA) from exc
     try:
         if not pool.isActive():
             pool.create(0)
@@ -200,7 +200,7 @@ def put(conn, pool, path: Path, role: str, uri: str,
         pool.refresh(0)
 
 
-def stage(conn, uri: str, files: dict[str, Path]) -> list[StagedFile]:
+def stage(conn, uri: str, pool_path: str, files: dict[str, Path]) -> list[StagedFile]:
     """Every file of `files` (role -> local path) in the host's pool."""
-    pool = ensure_pool(conn, uri)
+    pool = ensure_pool(conn, uri, pool_path)
     return [put(conn, pool, path, role, uri) for role, path in files.items()]
