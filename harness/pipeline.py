@@ -30,7 +30,7 @@ from .suites.plugin import SuiteContext, SuiteNode
 from .vm import topology
 from .vm.accel import choose as choose_accel
 from .vm.node import BootConfig, Node
-from .vm import hosts
+from .vm import hosts, vfio
 from .vm.libvirt import LibvirtNode
 from .vm.qemu import QemuNode
 from .vm.watchdog import Watchdog
@@ -230,6 +230,10 @@ def boot(run: Run, img: image.GuestImage, moddisk: Path) -> None:
         accel = choose_accel(vm.accel, kb.bzimage, run.cache, run.logs, vm.kvm_probe_timeout)
         result.kernel.accel, result.kernel.accel_reason = accel.accel, accel.reason
         run.say(f"accelerator: {accel.accel} ({accel.reason})")
+        if vm.passthrough and accel.accel != "kvm":
+            raise HarnessError(f"vm.passthrough: VFIO passthrough needs KVM, and this host "
+                               f"has none for the guests ({accel.reason})", EXIT_INFRA)
+        devices = vfio.parse(vm.passthrough, vm.nodes)
         extra = " ".join(filter(None, ["harness.init=systemd" if vm.init == "systemd" else "",
                                        vm.cmdline]))
         config = BootConfig(kb, img, moddisk, accel.accel, vm.boot_timeout, img.init, extra,
@@ -244,7 +248,8 @@ def boot(run: Run, img: image.GuestImage, moddisk: Path) -> None:
                     f"guests there)")
         for spec in topology(vm):
             node_dir = run.run_dir / "nodes" / spec.name
-            node = (LibvirtNode(spec, config, node_dir, uri, run.result.run_id)
+            node = (LibvirtNode(spec, config, node_dir, uri, run.result.run_id,
+                                passthrough=vfio.for_node(devices, spec.index))
                     if vm.backend == "libvirt" else QemuNode(spec, config, node_dir))
             run.nodes.append(node)
             node.start()

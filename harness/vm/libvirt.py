@@ -79,7 +79,10 @@ def _qemu_args(spec: NodeSpec, extra: tuple[ExtraDevices, ...], node_dir: Path) 
 
 
 def domain_xml(spec: NodeSpec, boot: BootConfig, node_dir: Path, overlay: Path,
-               run_id: str, now: datetime.datetime | None = None) -> str:
+               run_id: str, now: datetime.datetime | None = None,
+               passthrough: tuple = ()) -> str:
+    """`passthrough`: the node's host PCI devices (vfio.Passthrough), as
+    <hostdev> elements libvirt binds to vfio-pci when the domain starts."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     firmware = boot.firmware
     loader = "" if not firmware else str(firmware if "/" in firmware else FIRMWARE_DIR / firmware)
@@ -94,16 +97,17 @@ def domain_xml(spec: NodeSpec, boot: BootConfig, node_dir: Path, overlay: Path,
         gid=os.getgid(), emulator=shutil.which(QEMU) or QEMU, overlay=overlay,
         modules_disk=boot.modules_disk, l2_mac=spec.l2_mac, l2_local_port=spec.l2_local_port,
         l2_remote_port=spec.l2_remote_port, console=node_dir / "console.log",
-        qemu_args=_qemu_args(spec, boot.extra_devices, node_dir))
+        qemu_args=_qemu_args(spec, boot.extra_devices, node_dir), passthrough=passthrough)
 
 
 class LibvirtNode(Node):
     backend = "libvirt"
 
     def __init__(self, spec: NodeSpec, boot: BootConfig, node_dir: Path,
-                 uri: str = DEFAULT_URI, run_id: str = ""):
+                 uri: str = DEFAULT_URI, run_id: str = "", passthrough: tuple = ()):
         super().__init__(spec, boot, node_dir)
         self.uri = uri
+        self.passthrough = passthrough      # this node's vfio.Passthrough devices
         self.run_id = run_id or node_dir.parent.parent.name
         self.domain_name = domain_name(self.run_id, spec.name)
         self._conn = None
@@ -120,7 +124,8 @@ class LibvirtNode(Node):
         self._conn = connect(self.uri)
         for attempt in range(3):
             self.console.write_text("")
-            xml = domain_xml(self.spec, self.boot, self.dir, overlay, self.run_id)
+            xml = domain_xml(self.spec, self.boot, self.dir, overlay, self.run_id,
+                             passthrough=self.passthrough)
             (self.dir / "domain.xml").write_text(xml)       # the reproducer bundle
             self._started, self._ssh_attempts = time.monotonic(), 0
             try:

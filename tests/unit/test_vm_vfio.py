@@ -1,13 +1,27 @@
 """PCI passthrough (vm/vfio.py): `vm.passthrough` entries parsed and checked
-by the plan."""
+by the plan, and the <hostdev> in the right node's domain XML."""
 from __future__ import annotations
+
+import contextlib
+import datetime
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from harness import pipeline
 from harness import plan as plan_mod
-from harness.errors import EXIT_BAD_INPUT, PlanError
+from harness.errors import EXIT_BAD_INPUT, EXIT_INFRA, HarnessError, PlanError
+from harness.plan import VmSpec
+from harness.vm import libvirt as libvirt_mod
+from harness.vm import topology
+from harness.vm.accel import AccelChoice
+from harness.vm.libvirt import LibvirtNode, domain_xml
+from harness.vm.node import BootConfig
 from harness.vm.vfio import Passthrough, for_node, parse
 
+NOW = datetime.datetime(2026, 12, 1, 8, 0, tzinfo=datetime.timezone.utc)
 LIBVIRT = ["vm.backend=libvirt"]
 
 
@@ -87,3 +101,108 @@ def test_an_unquoted_address_yaml_reads_as_a_number_says_to_quote_it():
     assert "quote it, '0000:01:00.0'" in str(info.value)
     plan = plan_mod.load(None, LIBVIRT + ["vm.passthrough=['01:00.0']"])
     assert plan.vm.passthrough == ("01:00.0",)
+
+
+# --- the domain XML ----------------------------------------------------------------
+
+def _boot(tmp_path: Path) -> BootConfig:
+    return BootConfig(kernel=SimpleNamespace(bzimage=tmp_path / "bzImage"),
+                      image=SimpleNamespace(disk=tmp_path / "disk.img"),
+                      modules_disk=tmp_path / "modules.img", accel="kvm", boot_timeout=300,
+                      init="/sbin/harness-init")
+
+
+def _hostdevs(xml: str) -> list[tuple]:
+    root = ET.fromstring(xml)
+    return [(h.attrib, h.find("source/address").attrib, h.find("driver").get("name"))
+            for h in root.findall("devices/hostdev")]
+
+
+def test_each_node_gets_a_hostdev_for_its_own_devices_only(tmp_path):
+    devices = parse(("3b:00.0", "node2=0000:af:1f.7"), nodes=2)
+    node1, node2 = topology(VmSpec(nodes=2))
+    boot = _boot(tmp_path)
+    xml1 = domain_xml(node1, boot, tmp_path / "node1", tmp_path / "o1.qcow2", "r1", NOW,
+                      passthrough=for_node(devices, 1))
+    xml2 = domain_xml(node2, boot, tmp_path / "node2", tmp_path / "o2.qcow2", "r1", NOW,
+                      passthrough=for_node(devices, 2))
+    subsystem = {"mode": "subsystem", "type": "pci", "managed": "yes"}
+    assert _hostdevs(xml1) == [(subsystem, {"domain": "0x0000", "bus": "0x3b", "slot": "0x00",
+                                            "function": "0x0"}, "vfio")]
+    assert _hostdevs(xml2) == [(subsystem, {"domain": "0x0000", "bus": "0xaf", "slot": "0x1f",
+                                            "function": "0x7"}, "vfio")]
+    tags = [e.tag for e in ET.fromstring(xml1).find("devices")]
+    assert tags.index("hostdev") == tags.index("serial") - 1     # just before <serial>
+
+
+def test_without_passthrough_the_domain_xml_is_unchanged(tmp_path):
+    spec = topology(VmSpec(nodes=1))[0]
+    plain = domain_xml(spec, _boot(tmp_path), tmp_path, tmp_path / "o.qcow2", "r1", NOW)
+    assert "hostdev" not in plain and "    </interface>\n    <serial type='file'>" in plain
+    assert domain_xml(spec, _boot(tmp_path), tmp_path, tmp_path / "o.qcow2", "r1", NOW,
+                      passthrough=()) == plain
+
+
+def test_a_libvirt_node_starts_its_domain_with_its_devices(tmp_path, monkeypatch):
+    created = []
+    conn = SimpleNamespace(createXML=lambda xml, flags: created.append(xml) or object())
+    monkeypatch.setattr(libvirt_mod, "_libvirt", lambda: SimpleNamespace(
+        VIR_DOMAIN_START_AUTODESTROY=1, libvirtError=RuntimeError))
+    monkeypatch.setattr(libvirt_mod, "connect", lambda uri: conn)
+    monkeypatch.setattr(LibvirtNode, "_overlay", lambda self: tmp_path / "o.qcow2")
+    spec = topology(VmSpec(nodes=2))[1]
+    (tmp_path / "node2").mkdir()
+    node = LibvirtNode(spec, _boot(tmp_path), tmp_path / "node2", run_id="r1",
+                       passthrough=parse(("node2=3b:00.1",), nodes=2))
+    node.start()
+    ((_, address, _),) = _hostdevs(created[0])
+    assert address["bus"] == "0x3b" and address["function"] == "0x1"
+    assert (tmp_path / "node2/domain.xml").read_text() == created[0]
+
+
+class _FakeNode:
+    made: list = []
+
+    def __init__(self, spec, config, node_dir, uri, run_id, passthrough=()):
+        self.spec, self.name, self.dir, self.passthrough = spec, spec.name, node_dir, passthrough
+        self.boot_seconds = 1.0
+        _FakeNode.made.append(self)
+
+    def start(self):
+        pass
+
+    def wait_ssh(self, log):
+        pass
+
+    def placement(self):
+        return ("libvirt", "qemu:///system", "h", f"harness-r-{self.name}")
+
+
+def _run(tmp_path: Path, overrides: list[str]) -> SimpleNamespace:
+    return SimpleNamespace(
+        plan=plan_mod.load(None, overrides), kernel=SimpleNamespace(build=SimpleNamespace(
+            bzimage=tmp_path / "bzImage")), cache=None, logs=tmp_path, run_dir=tmp_path,
+        result=SimpleNamespace(kernel=SimpleNamespace(), run_id="r", nodes=[]), nodes=[],
+        stages=lambda name: contextlib.nullcontext(), say=lambda text: None)
+
+
+def test_boot_gives_each_libvirt_node_the_plans_devices_for_it(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "choose_accel", lambda *a: AccelChoice("kvm", "probe"))
+    monkeypatch.setattr(pipeline, "LibvirtNode", _FakeNode)
+    _FakeNode.made = []
+    run = _run(tmp_path, LIBVIRT + ["vm.passthrough=[3b:00.0, node2=af:00.1, 3b:00.1]"])
+    pipeline.boot(run, SimpleNamespace(init="/sbin/init"), tmp_path / "m.img")
+    assert [[d.address for d in n.passthrough] for n in _FakeNode.made] == [
+        ["0000:3b:00.0", "0000:3b:00.1"], ["0000:af:00.1"]]
+
+
+def test_boot_stops_when_the_kvm_probe_fails_with_passthrough(tmp_path, monkeypatch):
+    monkeypatch.setattr(pipeline, "choose_accel",
+                        lambda *a: AccelChoice("tcg", "KVM probe boot failed"))
+    monkeypatch.setattr(pipeline, "LibvirtNode", _FakeNode)
+    _FakeNode.made = []
+    run = _run(tmp_path, LIBVIRT + ["vm.passthrough=[3b:00.0]"])
+    with pytest.raises(HarnessError) as info:
+        pipeline.boot(run, SimpleNamespace(init="/sbin/init"), tmp_path / "m.img")
+    assert info.value.exit_code == EXIT_INFRA and _FakeNode.made == []
+    assert "needs KVM" in str(info.value) and "KVM probe boot failed" in str(info.value)
