@@ -1,25 +1,28 @@
 """PCI passthrough (vm/vfio.py): `vm.passthrough` entries parsed and checked
-by the plan, and the <hostdev> in the right node's domain XML."""
+by the plan, the <hostdev> in the right node's domain XML, and the sysfs
+checks of `harness doctor --passthrough` against a fake sysfs tree."""
 from __future__ import annotations
 
 import contextlib
 import datetime
+import io
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from rich.console import Console
 
-from harness import pipeline
+from harness import cli, pipeline
 from harness import plan as plan_mod
-from harness.errors import EXIT_BAD_INPUT, EXIT_INFRA, HarnessError, PlanError
+from harness.errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
 from harness.plan import VmSpec
 from harness.vm import libvirt as libvirt_mod
-from harness.vm import topology
+from harness.vm import topology, vfio
 from harness.vm.accel import AccelChoice
 from harness.vm.libvirt import LibvirtNode, domain_xml
 from harness.vm.node import BootConfig
-from harness.vm.vfio import Passthrough, for_node, parse
+from harness.vm.vfio import Passthrough, check, doctor_passthrough, for_node, parse
 
 NOW = datetime.datetime(2026, 12, 1, 8, 0, tzinfo=datetime.timezone.utc)
 LIBVIRT = ["vm.backend=libvirt"]
@@ -206,3 +209,108 @@ def test_boot_stops_when_the_kvm_probe_fails_with_passthrough(tmp_path, monkeypa
         pipeline.boot(run, SimpleNamespace(init="/sbin/init"), tmp_path / "m.img")
     assert info.value.exit_code == EXIT_INFRA and _FakeNode.made == []
     assert "needs KVM" in str(info.value) and "KVM probe boot failed" in str(info.value)
+
+
+# --- sysfs checks ------------------------------------------------------------------
+
+def _device(root: Path, address: str, driver: str | None = None, group: int | None = 7,
+            pci_class: str = "0x020000") -> Path:
+    """A PCI device as sysfs shows it: a directory under devices/, linked from
+    bus/pci/devices/, with driver and iommu_group links."""
+    sys = root / "sys"
+    dev = sys / "devices/pci0000:00" / address
+    dev.mkdir(parents=True)
+    (dev / "class").write_text(pci_class + "\n")
+    if driver:
+        (sys / "bus/pci/drivers" / driver).mkdir(parents=True, exist_ok=True)
+        (dev / "driver").symlink_to(sys / "bus/pci/drivers" / driver)
+    (sys / "bus/pci/devices").mkdir(parents=True, exist_ok=True)
+    (sys / "bus/pci/devices" / address).symlink_to(dev)
+    if group is not None:
+        members = sys / "kernel/iommu_groups" / str(group) / "devices"
+        members.mkdir(parents=True, exist_ok=True)
+        (dev / "iommu_group").symlink_to(members.parent)
+        (members / address).symlink_to(dev)
+    return dev
+
+
+def test_a_device_bound_to_vfio_pci_in_a_group_of_its_own_is_ok(tmp_path):
+    _device(tmp_path, "0000:3b:00.0", "vfio-pci")
+    result = check("3b:00.0", tmp_path)
+    assert (result.address, result.ok, result.warning, result.status) == (
+        "0000:3b:00.0", True, False, "ok")
+    assert "bound to vfio-pci" in result.message and "IOMMU group 7 is whole" in result.message
+
+
+def test_a_device_bound_to_a_host_driver_is_a_warning_libvirt_detaches_it(tmp_path):
+    _device(tmp_path, "0000:3b:00.0", "ixgbe")
+    result = check("0000:3b:00.0", tmp_path)
+    assert result.ok and result.warning and result.status == "warning"
+    assert "libvirt will detach it from ixgbe when the domain starts" in result.message
+    assert "virsh nodedev-detach pci_0000_3b_00_0" in result.fix
+    assert "echo 0000:3b:00.0 > /sys/bus/pci/drivers/vfio-pci/bind" in result.fix
+    assert "modprobe vfio-pci" in result.fix        # no vfio-pci driver in this sysfs
+
+
+def test_an_unbound_device_is_ok(tmp_path):
+    _device(tmp_path, "0000:3b:00.0")
+    result = check("0000:3b:00.0", tmp_path)
+    assert result.ok and not result.warning and "bound to no driver" in result.message
+
+
+def test_a_missing_device_fails(tmp_path):
+    _device(tmp_path, "0000:3b:00.0", "vfio-pci")
+    result = check("0000:3b:00.1", tmp_path)
+    assert not result.ok and result.status == "FAIL"
+    assert result.message == "no such PCI device on this host" and "lspci -D" in result.fix
+
+
+def test_a_device_without_an_iommu_group_fails(tmp_path):
+    _device(tmp_path, "0000:3b:00.0", "vfio-pci", group=None)
+    result = check("0000:3b:00.0", tmp_path)
+    assert not result.ok and "no IOMMU group" in result.message
+    assert "intel_iommu=on" in result.fix
+
+
+def test_a_group_member_bound_to_a_host_driver_fails_naming_it(tmp_path):
+    _device(tmp_path, "0000:3b:00.0", "vfio-pci")
+    _device(tmp_path, "0000:3b:00.1", "ixgbe")
+    _device(tmp_path, "0000:3b:00.2")                       # unbound: fine
+    _device(tmp_path, "0000:3b:00.3", "vfio-pci")           # fine
+    result = check("0000:3b:00.0", tmp_path)
+    assert not result.ok
+    assert "IOMMU group 7 is not whole: 0000:3b:00.1 (bound to ixgbe) in use" in result.message
+    assert "3b:00.2" not in result.message and "3b:00.3" not in result.message
+    assert "virsh nodedev-detach pci_0000_3b_00_1" in result.fix
+    assert "modprobe" not in result.fix                     # vfio-pci is there
+
+
+def test_a_bridge_in_the_group_is_ok_whatever_its_driver(tmp_path):
+    _device(tmp_path, "0000:3a:00.0", "pcieport", pci_class="0x060400")
+    _device(tmp_path, "0000:3b:00.0", "vfio-pci")
+    result = check("0000:3b:00.0", tmp_path)
+    assert result.ok and "IOMMU group 7 is whole" in result.message
+    _device(tmp_path, "0000:3a:00.1", "pcieport", pci_class="0x060000")   # a host bridge
+    assert not check("0000:3b:00.0", tmp_path).ok
+
+
+def test_doctor_prints_a_row_per_device_and_exits_3_on_a_failure(tmp_path):
+    _device(tmp_path, "0000:3b:00.0", "vfio-pci")
+    _device(tmp_path, "0000:af:00.0", "mlx5_core", group=9)
+    out = io.StringIO()
+    console = Console(file=out, width=300)
+    assert doctor_passthrough(["3b:00.0", "af:00.0"], console, tmp_path) == EXIT_PASS
+    assert doctor_passthrough(["3b:00.0", "af:00.1"], console, tmp_path) == EXIT_INFRA
+    text = out.getvalue()
+    assert "0000:af:00.0" in text and "warning" in text and "FAIL" in text
+    assert "1 device(s) cannot be passed through" in text
+    assert doctor_passthrough(["3b:00"], console, tmp_path) == EXIT_BAD_INPUT
+    assert "--passthrough 3b:00: expected a PCI address" in out.getvalue()
+
+
+def test_harness_doctor_passthrough_takes_several_addresses(monkeypatch):
+    seen = []
+    monkeypatch.setattr(vfio, "doctor_passthrough",
+                        lambda addresses, console: seen.append(addresses) or EXIT_INFRA)
+    assert cli.main(["doctor", "--passthrough", "3b:00.0", "0000:af:00.1"]) == EXIT_INFRA
+    assert seen == [["3b:00.0", "0000:af:00.1"]]
