@@ -30,10 +30,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("plan", nargs="?", help="plan YAML file")
     _add_run_options(run)
     doctor = sub.add_parser("doctor", help="check this host: QEMU, KVM, mmdebstrap, "
-                                           "compiler, disk; or libvirt hosts (--uri)")
+                                           "compiler, disk; or libvirt hosts (--uri), "
+                                           "PCI passthrough devices (--passthrough)")
     doctor.add_argument("--uri", action="append", default=[],
                         help="check a libvirt host instead (repeatable): reachable, "
                              "versions, KVM or TCG, free memory, harness guests, pools")
+    doctor.add_argument("--passthrough", nargs="+", default=[], metavar="ADDR",
+                        help="check host PCI devices for vm.passthrough instead: present, "
+                             "their driver (vfio-pci), their IOMMU group whole; e.g. "
+                             "0000:3b:00.0")
     _add_series(sub)
     _add_config(sub)
     history_cli.add_parser(sub)
@@ -123,9 +128,15 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = make_console()
     if args.command == "doctor":
-        if args.uri:
-            from .vm.hosts import doctor_uris
-            return doctor_uris(args.uri, console)
+        if args.uri or args.passthrough:
+            codes = []
+            if args.uri:
+                from .vm.hosts import doctor_uris
+                codes.append(doctor_uris(args.uri, console))
+            if args.passthrough:
+                from .vm.vfio import doctor_passthrough
+                codes.append(doctor_passthrough(args.passthrough, console))
+            return max(codes)
         from .doctor import doctor
         return doctor(console)
     if args.command == "config":

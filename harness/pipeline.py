@@ -32,6 +32,7 @@ from .vm import hosts, libvirt, remote
 from .vm.accel import AccelChoice
 from .vm.accel import choose as choose_accel
 from .vm.node import BootConfig, Node
+from .vm import vfio
 from .vm.qemu import QemuNode
 from .vm.watchdog import Watchdog
 
@@ -244,21 +245,26 @@ def boot(run: Run, img: image.GuestImage, moddisk: Path) -> None:
                                  vm.kvm_probe_timeout)
         result.kernel.accel, result.kernel.accel_reason = accel.accel, accel.reason
         run.say(f"accelerator: {accel.accel} ({accel.reason})")
+        if vm.passthrough and accel.accel != "kvm":
+            raise HarnessError(f"vm.passthrough: VFIO passthrough needs KVM, and this host "
+                               f"has none for the guests ({accel.reason})", EXIT_INFRA)
+        devices = vfio.parse(vm.passthrough, vm.nodes)
         extra = " ".join(filter(None, ["harness.init=systemd" if vm.init == "systemd" else "",
                                        vm.cmdline]))
         config = BootConfig(kb, img, moddisk, accel.accel, vm.boot_timeout, img.init, extra,
                             vm.machine, vm.firmware,
                             extra_devices=suites.extra_devices(run.plan.suites))
+        staged = None
         if far:
-            result.staged = libvirt.stage(uri, config)
-            sent = sum(f.bytes_sent for f in result.staged)
+            staged = result.staged = libvirt.stage(uri, config)
+            sent = sum(f.bytes_sent for f in staged)
             run.say(f"staged on {remote.parse(uri).host}: "
                     + ", ".join(f"{f.role} {'uploaded' if f.bytes_sent else 'reused'}"
-                                for f in result.staged) + f" ({sent / 1e6:.1f} MB sent)")
+                                for f in staged) + f" ({sent / 1e6:.1f} MB sent)")
         for spec in topology(vm):
             node_dir = run.run_dir / "nodes" / spec.name
             node = (libvirt.LibvirtNode(spec, config, node_dir, uri, run.result.run_id,
-                                        result.staged)
+                                        staged, passthrough=vfio.for_node(devices, spec.index))
                     if vm.backend == "libvirt" else QemuNode(spec, config, node_dir))
             run.nodes.append(node)
             node.start()

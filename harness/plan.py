@@ -56,6 +56,9 @@ class VmSpec:
     # a pool of libvirt hosts instead of libvirt_uri: each run's nodes go to the
     # host with the most free memory that has room (vm/hosts.py)
     hosts: tuple[str, ...] = ()
+    # host PCI devices given to the nodes through VFIO (libvirt backend, KVM):
+    # "0000:3b:00.0" or "3b:00.0" to node1, "node2=0000:3b:00.0" (vm/vfio.py)
+    passthrough: tuple[str, ...] = ()
     max_guests_per_host: int = 8
     accel: str = "auto"         # auto | kvm | tcg
     nodes: int = 2
@@ -301,7 +304,26 @@ def _check(plan: Plan, src: str) -> None:
                         f"for the latest earlier run of this plan; got {baseline!r}")
     if plan.vm.hosts and plan.vm.backend != "libvirt":
         raise PlanError(f"{src}: vm.hosts: a pool of libvirt hosts needs vm.backend: libvirt")
+    if plan.vm.passthrough:
+        _check_passthrough(plan.vm, src)
     for key in ("memory_mb", "cpus", "boot_timeout", "kvm_probe_timeout", "hang_timeout",
                 "max_guests_per_host"):
         if getattr(plan.vm, key) <= 0:
             raise PlanError(f"{src}: vm.{key}: must be positive")
+
+
+def _check_passthrough(vm: VmSpec, src: str) -> None:
+    from .vm import vfio     # harness.vm imports this module
+
+    try:
+        vfio.parse(vm.passthrough, vm.nodes)
+    except PlanError as exc:
+        raise PlanError(f"{src}: {exc}") from None
+    if vm.backend != "libvirt":
+        raise PlanError(f"{src}: vm.passthrough: PCI passthrough needs vm.backend: libvirt")
+    if vm.hosts:
+        raise PlanError(f"{src}: vm.passthrough: PCI addresses name one host's devices: "
+                        "use vm.libvirt_uri for that host, not a pool (vm.hosts)")
+    if vm.accel == "tcg":
+        raise PlanError(f"{src}: vm.passthrough: VFIO passthrough needs KVM, not "
+                        "vm.accel: tcg (use auto or kvm)")

@@ -18,7 +18,6 @@ import shutil
 import socket
 import threading
 import time
-import urllib.parse
 from dataclasses import replace
 from pathlib import Path
 
@@ -83,13 +82,16 @@ def _qemu_args(spec: NodeSpec, extra: tuple[ExtraDevices, ...], node_dir: Path) 
 
 def domain_xml(spec: NodeSpec, boot: BootConfig, node_dir: Path, overlay: Path | None,
                run_id: str, now: datetime.datetime | None = None,
-               staged: dict[str, str] | None = None, session: bool = False) -> str:
+               staged: dict[str, str] | None = None, session: bool = False,
+               passthrough: tuple = ()) -> str:
     """The node's domain. Local: the kernel and modules disk from the cache,
     `overlay` as its root disk, the console a file of the run directory.
     `staged` (a remote host: role -> volume path there, vm/staging.py): those
     files from the host's pool, the base disk as a transient disk, the console
     a pty read over a libvirt stream, QEMU as root and libvirt's own emulator.
-    A `session` URI's QEMU runs as its user: no seclabel."""
+    A `session` URI's QEMU runs as its user: no seclabel. `passthrough`: the
+    node's host PCI devices (vfio.Passthrough), as <hostdev> elements libvirt
+    binds to vfio-pci when the domain starts."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     firmware = boot.firmware
     loader = "" if not firmware else str(firmware if "/" in firmware else FIRMWARE_DIR / firmware)
@@ -113,7 +115,8 @@ def domain_xml(spec: NodeSpec, boot: BootConfig, node_dir: Path, overlay: Path |
         memory_mb=spec.memory_mb, cpus=spec.cpus, machine=boot.machine, loader=loader,
         cmdline=cmdline(spec, boot), l2_mac=spec.l2_mac, l2_local_port=spec.l2_local_port,
         l2_remote_port=spec.l2_remote_port,
-        qemu_args=_qemu_args(spec, boot.extra_devices, node_dir), **files)
+        qemu_args=_qemu_args(spec, boot.extra_devices, node_dir), passthrough=passthrough,
+        **files)
 
 
 def stage(uri: str, boot: BootConfig) -> list[StagedFile]:
@@ -188,10 +191,11 @@ class LibvirtNode(Node):
 
     def __init__(self, spec: NodeSpec, boot: BootConfig, node_dir: Path,
                  uri: str = DEFAULT_URI, run_id: str = "",
-                 staged: list[StagedFile] | None = None):
+                 staged: list[StagedFile] | None = None, passthrough: tuple = ()):
         super().__init__(spec, boot, node_dir)
         self.uri = uri
         self.address = remote.parse(uri)
+        self.passthrough = passthrough      # this node's vfio.Passthrough devices
         self.run_id = run_id or node_dir.parent.parent.name
         self.domain_name = domain_name(self.run_id, spec.name)
         # a remote host: its pool's volumes, its console over a stream, the
@@ -223,7 +227,8 @@ class LibvirtNode(Node):
         for attempt in range(3):
             self.console.write_text("")
             xml = domain_xml(self.spec, self.boot, self.dir, overlay, self.run_id,
-                             staged=self.staged or None, session=self.address.session)
+                             staged=self.staged or None, session=self.address.session,
+                             passthrough=self.passthrough)
             (self.dir / "domain.xml").write_text(xml)       # the reproducer bundle
             self._started, self._ssh_attempts = time.monotonic(), 0
             try:

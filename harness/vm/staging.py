@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EXIT_INFRA, BootError
