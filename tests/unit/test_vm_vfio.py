@@ -166,7 +166,7 @@ def test_a_libvirt_node_starts_its_domain_with_its_devices(tmp_path, monkeypatch
 class _FakeNode:
     made: list = []
 
-    def __init__(self, spec, config, node_dir, uri, run_id, passthrough=()):
+    def __init__(self, spec, config, node_dir, uri, run_id, staged=None, passthrough=()):
         self.spec, self.name, self.dir, self.passthrough = spec, spec.name, node_dir, passthrough
         self.boot_seconds = 1.0
         _FakeNode.made.append(self)
