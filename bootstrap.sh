@@ -9,7 +9,7 @@ if [ "$(id -u)" = 0 ]; then
     apt-get install -y -qq --no-install-recommends \
         qemu-system-x86 qemu-utils mmdebstrap debian-archive-keyring \
         gcc libc6-dev make flex bison bc libelf-dev libssl-dev dwarves cpio xz-utils zstd \
-        kmod e2fsprogs openssh-client git ccache rsync ca-certificates lz4 \
+        kmod e2fsprogs openssh-client openssh-server git ccache rsync ca-certificates lz4 \
         python3 python3-venv python3-dev \
         libvirt-daemon-system libvirt-clients libvirt-dev pkg-config >/dev/null
 else

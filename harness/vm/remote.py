@@ -49,9 +49,8 @@ class HostAddress:
 
     @property
     def display(self) -> str:
-        """The URI without its query (key file paths), for messages and results."""
-        parts = urllib.parse.urlsplit(self.uri)
-        return urllib.parse.urlunsplit(parts._replace(query=""))
+        """The URI as written (a key file path is no secret; it says which key)."""
+        return self.uri
 
 
 def parse(uri: str) -> HostAddress:
