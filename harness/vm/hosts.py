@@ -1,4 +1,5 @@
-"""libvirt hosts: what one offers (`harness doctor --uri U`) and where a run's
+"""libvirt hosts: what one offers (`harness doctor --uri U`: reachable, KVM or
+TCG, free memory, versions, the staging pool of a remote host writable) and where a run's
 nodes go when the plan names a pool of them (`vm.hosts`): the host with the
 most free memory that has room for all the run's nodes (its free memory and
 `vm.max_guests_per_host`), so that the runs of a matrix spread over the pool
@@ -13,8 +14,9 @@ from rich.table import Table
 
 from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError
 from ..results.safe import printable
+from . import remote, staging
 from .gc import read_metadata
-from .libvirt import _libvirt, connect
+from .libvirt import _libvirt, connect, pool_path
 
 # what a host keeps for itself besides the guests (libvirtd, QEMU overhead)
 HOST_RESERVE_MB = 512
@@ -90,11 +92,26 @@ def host_of(uri: str) -> str:
     return urllib.parse.urlsplit(uri).hostname or "localhost"
 
 
+def staging_status(uri: str) -> tuple[bool, str]:
+    """A remote host's `harness` pool: writable? A local one needs none."""
+    try:
+        address = remote.check(uri)
+        if not address.remote:
+            return True, "not needed (local files are used in place)"
+        conn = connect(uri)
+        try:
+            return True, staging.check_writable(conn, uri, pool_path(address))
+        finally:
+            conn.close()
+    except HarnessError as exc:
+        return False, str(exc)
+
+
 def doctor_uris(uris: list[str], console: Console) -> int:
     """`harness doctor --uri U ...`: one table row per host."""
     table = Table(title="libvirt hosts", show_edge=False)
     for column in ("uri", "status", "host", "versions", "accel", "cpus", "memory",
-                   "harness guests", "pools"):
+                   "harness guests", "pools", "staging pool"):
         table.add_column(column)
     failed = 0
     for uri in uris:
@@ -102,13 +119,16 @@ def doctor_uris(uris: list[str], console: Console) -> int:
         if not info.reachable:
             failed += 1
             table.add_row(printable(uri), "UNREACHABLE", "", printable(info.error), "", "", "",
-                          "", "")
+                          "", "", "")
             continue
+        writable, pool = staging_status(uri)
+        failed += not writable
         table.add_row(
             printable(uri), "ok", printable(info.hostname),
             f"libvirt {info.libvirt_version}, QEMU {info.hypervisor_version}",
             "kvm offered (a probe boot decides), tcg" if info.kvm else "tcg only",
             str(info.cpus), f"{info.free_mb} of {info.memory_mb} MiB free", str(info.guests),
-            printable(", ".join(info.pools) or "none"))
+            printable(", ".join(info.pools) or "none"),
+            printable(pool if writable else f"NOT WRITABLE: {pool}"))
     console.print(table)
     return EXIT_INFRA if failed else EXIT_PASS

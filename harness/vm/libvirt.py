@@ -133,18 +133,23 @@ def stage(uri: str, boot: BootConfig) -> list[StagedFile]:
                         "URI or vm.backend=qemu")
     conn = connect(uri)
     try:
-        pool_path = staging.POOL_PATH
-        if address.session:     # the user's own images directory on that host
-            tunnel = remote.Tunnel(address)
-            try:
-                pool_path = tunnel.home() + "/.local/share/libvirt/images/harness"
-            finally:
-                tunnel.close()
-        return staging.stage(conn, address.display, pool_path, {
+        return staging.stage(conn, address.display, pool_path(address), {
             "kernel": boot.kernel.bzimage, "modules": boot.modules_disk,
             "rootfs": boot.image.disk})
     finally:
         conn.close()
+
+
+def pool_path(address: remote.HostAddress) -> str:
+    """Where the host's `harness` pool goes when it has none: the system
+    images directory, or a session user's own (asked over SSH)."""
+    if not address.session:
+        return staging.POOL_PATH
+    tunnel = remote.Tunnel(address)
+    try:
+        return tunnel.home() + "/.local/share/libvirt/images/harness"
+    finally:
+        tunnel.close()
 
 
 class ConsolePump(threading.Thread):

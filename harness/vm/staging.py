@@ -199,6 +199,22 @@ def put(conn, pool, path: Path, role: str, uri: str,
         pool.refresh(0)
 
 
+def check_writable(conn, uri: str, path: str) -> str:
+    """`harness doctor --uri`: the pool made or found, and a volume written
+    and deleted there; what it found, or BootError."""
+    import libvirt
+    pool = ensure_pool(conn, uri, path)
+    probe = f".doctor-{os.getpid()}"
+    try:
+        vol = _create(pool, probe, 1)
+        vol.delete(0)
+    except libvirt.libvirtError as exc:
+        raise BootError(f"libvirt {uri}: storage pool {POOL} is not writable: "
+                        f"{exc.get_error_message()}", EXIT_INFRA) from exc
+    volumes = [v for v in pool.listAllVolumes() if v.name().endswith(MARKER)]
+    return f"{POOL} writable ({len(volumes)} uploaded files)"
+
+
 def stage(conn, uri: str, pool_path: str, files: dict[str, Path]) -> list[StagedFile]:
     """Every file of `files` (role -> local path) in the host's pool."""
     pool = ensure_pool(conn, uri, pool_path)

@@ -178,3 +178,14 @@ def test_a_stopped_libvirtd_is_exit_3_naming_the_uri_within_seconds(tmp_path):
     assert (tmp_path / results["run_id"] / "plan.yaml").is_file()
     assert seconds < 30, seconds
     print(f"stopped libvirtd | exit {code} in {seconds:.1f} s | {results['error'][:120]}")
+
+
+def test_doctor_says_a_remote_hosts_staging_pool_is_writable(loopback):
+    done = subprocess.run([*HARNESS, "doctor", "--uri", DEFAULT_URI, "--uri", loopback[1]],
+                          cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "COLUMNS": "600"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = {line.split("│")[0].strip(): line for line in done.stdout.splitlines() if "│" in line}
+    assert "not needed" in rows[DEFAULT_URI]
+    (remote_row,) = [row for uri, row in rows.items() if uri.startswith("qemu+ssh://harness-hv")]
+    assert "│ ok " in remote_row and f"{POOL} writable" in remote_row

@@ -132,3 +132,11 @@ def test_a_file_of_holes_only_has_a_hash_of_its_size(tmp_path):
 def test_volume_names_say_role_hash_and_kind(tmp_path):
     assert volume_name("modules", Path("/c/modules.img"), "ab12") == "modules-ab12.img"
     assert volume_name("kernel", Path("/c/bzImage"), "ab12") == "kernel-ab12"
+
+
+def test_a_local_host_needs_no_staging_pool_and_a_bad_transport_is_named():
+    from harness.vm.hosts import staging_status
+    assert staging_status("qemu:///system") == (True, "not needed (local files are used in "
+                                                      "place)")
+    ok, why = staging_status("qemu+tcp://hv1/system")
+    assert not ok and "qemu+tcp://hv1/system" in why and "SSH" in why
