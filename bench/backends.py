@@ -2,9 +2,12 @@
 """The QEMU and libvirt backends side by side in one run (never a timed
 assert in tests): the same plan, the kernel and image cached, alternating
 the backends `--repeat` times each, and the seconds of every stage from
-results.json, with the median of each backend and the libvirt/QEMU ratio.
+results.json, with the median of each backend and its ratio to QEMU's.
+`--remote` adds a remote libvirt host: this machine's libvirtd reached as
+`qemu+ssh://root@127.0.0.1:PORT/system` through scripts/loopback-sshd.sh
+(its files are uploaded by the first remote run, reused by the next).
 
-Usage: .venv/bin/python bench/backends.py [--repeat 3] [--set suites=[verbs-smoke] ...]
+Usage: .venv/bin/python bench/backends.py [--repeat 3] [--remote] [--set suites=[verbs-smoke] ...]
 """
 from __future__ import annotations
 
@@ -17,14 +20,19 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BACKENDS = ("qemu", "libvirt")
+
+
+def loopback_uri() -> str:
+    done = subprocess.run([str(ROOT / "scripts" / "loopback-sshd.sh")], capture_output=True,
+                          text=True, check=True)
+    state, port = done.stdout.split()
+    return f"qemu+ssh://root@127.0.0.1:{port}/system?keyfile={state}/id_ed25519&no_verify=1"
 
 
 def one_run(backend: str, sets: list[str], runs: Path) -> dict:
     runs.mkdir(parents=True)
     argv = [sys.executable, "-m", "harness", "run", str(ROOT / "plans" / "quickstart.yaml"),
-            "--runs-dir", str(runs), "--set", f"vm.backend={backend}",
-            *(a for s in sets for a in ("--set", s))]
+            "--runs-dir", str(runs), *(a for s in sets for a in ("--set", s))]
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True)
     (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
     results = json.loads((run_dir / "results.json").read_text())
@@ -36,26 +44,39 @@ def one_run(backend: str, sets: list[str], runs: Path) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--remote", action="store_true",
+                        help="also a remote libvirt host through the loopback sshd")
     parser.add_argument("--set", action="append", default=[], dest="sets")
     args = parser.parse_args()
-    seconds: dict[str, dict[str, list[float]]] = {b: {} for b in BACKENDS}
-    rows: dict[str, set] = {b: set() for b in BACKENDS}
+    backends = {"qemu": ["vm.backend=qemu"], "libvirt": ["vm.backend=libvirt"]}
+    if args.remote:
+        backends["libvirt+ssh"] = ["vm.backend=libvirt", f"vm.libvirt_uri={loopback_uri()}"]
+    seconds: dict[str, dict[str, list[float]]] = {b: {} for b in backends}
+    rows: dict[str, set] = {b: set() for b in backends}
+    sent: list[int] = []
     with tempfile.TemporaryDirectory(prefix="bench-backends-") as tmp:
         for i in range(args.repeat):
-            for backend in BACKENDS:
-                results = one_run(backend, args.sets, Path(tmp) / f"{backend}-{i}")
+            for backend, sets in backends.items():
+                results = one_run(backend, sets + args.sets, Path(tmp) / f"{backend}-{i}")
                 for stage in results["stages"]:
                     seconds[backend].setdefault(stage["name"], []).append(stage["seconds"])
                 rows[backend] |= {(t["suite"], t["name"], t["status"]) for t in results["tests"]}
-    print(f"{'stage':10} {'qemu s':>9} {'libvirt s':>10} {'ratio':>7}   (medians of {args.repeat})")
+                if results.get("staged"):
+                    sent.append(sum(f["bytes_sent"] for f in results["staged"]))
+    header = "".join(f"{b + ' s':>14}" for b in backends)
+    ratios = "".join(f"{b + '/qemu':>18}" for b in list(backends)[1:])
+    print(f"{'stage':10}{header}{ratios}   (medians of {args.repeat})")
     for stage in seconds["qemu"]:
-        q = statistics.median(seconds["qemu"][stage])
-        lv = statistics.median(seconds["libvirt"].get(stage, [float("nan")]))
-        ratio = f"{lv / q:.2f}" if q >= 0.5 else "-"
-        print(f"{stage:10} {q:9.1f} {lv:10.1f} {ratio:>7}")
-    same = rows["qemu"] == rows["libvirt"]
-    print(f"rows: {len(rows['qemu'])} (qemu) {len(rows['libvirt'])} (libvirt), "
-          f"{'the same' if same else 'DIFFERENT'} suites, names and statuses")
+        values = [statistics.median(seconds[b].get(stage, [float("nan")])) for b in backends]
+        cells = "".join(f"{v:14.1f}" for v in values)
+        q = values[0]
+        cells += "".join(f"{(v / q if q >= 0.5 else float('nan')):18.2f}" for v in values[1:])
+        print(f"{stage:10}{cells}")
+    same = all(r == rows["qemu"] for r in rows.values())
+    print("rows: " + ", ".join(f"{len(r)} ({b})" for b, r in rows.items())
+          + f", {'the same' if same else 'DIFFERENT'} suites, names and statuses")
+    if sent:
+        print("bytes uploaded by each remote run, in order: " + ", ".join(map(str, sent)))
     return 0 if same else 1
 
 
