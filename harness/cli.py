@@ -14,6 +14,7 @@ from .errors import EXIT_BAD_INPUT, HarnessError
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
+from .nightly import cli as nightly_cli
 from .results import compare_cli, history_cli
 from .results.safe import printable
 
@@ -47,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     reproduce.add_parser(sub)
     from .vm import gc
     gc.add_parser(sub)
+    nightly_cli.add_parser(sub)
     return parser
 
 
@@ -153,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "gc":
         from .vm import gc
         return gc.gc_command(args, console)
+    if args.command == "nightly":
+        return nightly_cli.nightly_command(args, console)
     from .cache import Cache
     from .runner import run
     try:

@@ -160,7 +160,8 @@ def preflight(plan: Plan) -> None:
                         f"systemd-sysv; {recipe.path} has none (use image: "
                         "trixie-rdma-systemd)")
     if plan.kernel.source == "git":
-        source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree")
+        source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree",
+                                 plan.kernel.ref)
     if plan.vm.backend == "libvirt":       # before a 20-minute build, not after
         from .vm import hosts, libvirt, remote
         for uri in plan.vm.hosts or (plan.vm.libvirt_uri,):

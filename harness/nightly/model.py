@@ -27,6 +27,7 @@ class Job:
     source: str                   # the source's name in nightly.yaml
     plan: str                     # the plan's name (plans/<name>.yaml) or path
     overrides: tuple[str, ...] = ()   # --set KEY=VALUE, the source's and the plan's
+    branch: str = ""              # a git source's branch
 
 
 @dataclass

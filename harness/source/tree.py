@@ -64,11 +64,24 @@ def kernel_version(tree: Path, commit: str = "") -> str:
     return base + fields.get("EXTRAVERSION", "")
 
 
-def check_kernel_tree(tree: Path, what: str) -> None:
+KERNEL_MARKERS = ("Makefile", "Kconfig", "scripts/kconfig", "arch/x86")
+
+
+def is_bare(tree: Path) -> bool:
+    """A bare git repository (a mirror, as `harness nightly` keeps them)."""
+    return (tree / "HEAD").is_file() and (tree / "objects").is_dir() \
+        and not (tree / ".git").exists()
+
+
+def check_kernel_tree(tree: Path, what: str, ref: str = "HEAD") -> None:
+    """A Linux tree: its files, or in a bare repository those of `ref`."""
     if not tree.is_dir():
         raise SourceError(f"{what} {tree}: no such directory", EXIT_BAD_INPUT)
-    missing = [p for p in ("Makefile", "Kconfig", "scripts/kconfig", "arch/x86")
-               if not (tree / p).exists()]
+    if is_bare(tree):
+        missing = [p for p in KERNEL_MARKERS
+                   if not git(["cat-file", "-e", f"{ref}:{p}"], tree, check=False).ok]
+    else:
+        missing = [p for p in KERNEL_MARKERS if not (tree / p).exists()]
     if missing:
         raise SourceError(f"{what} {tree} is not a Linux kernel tree "
                           f"(missing: {', '.join(missing)})", EXIT_BAD_INPUT)
@@ -167,9 +180,9 @@ def _from_git(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
     user_tree = Path(spec.tree).expanduser().resolve()
     if not user_tree.is_dir():
         raise SourceError(f"kernel.tree {spec.tree}: no such directory", EXIT_BAD_INPUT)
-    check_kernel_tree(user_tree, "kernel.tree")
-    top = proc.run(["git", "rev-parse", "--show-toplevel"], cwd=user_tree,
-                   error=SourceError, timeout=60)
+    check_kernel_tree(user_tree, "kernel.tree", spec.ref)
+    top = proc.run(["git", "rev-parse", "--git-dir" if is_bare(user_tree) else "--show-toplevel"],
+                   cwd=user_tree, error=SourceError, timeout=60)
     if not top.ok:
         raise SourceError(f"kernel.tree {user_tree} is not a git repository "
                           "(use a git checkout, or kernel.source: debian)", EXIT_BAD_INPUT)

@@ -1,0 +1,76 @@
+"""`harness nightly NIGHTLY.yaml`: the command line of a night (night.py)."""
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from rich.console import Console
+
+from ..cache import Cache
+from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError
+from ..results.safe import printable
+from . import config as config_mod
+from .matrix import expand, parse_shard, shard
+from .ledger import Ledger
+from .night import Night
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser(
+        "nightly", help="follow kernel sources: run plans on their new heads, compare "
+                        "with the previous night",
+        description="Every job of the matrix (source x branch x plan) runs when its source's "
+                    "head is new, is compared with the job's previous run, and (a git source "
+                    "with bisect: true) a new failure is bisected. Unchanged heads are "
+                    "skipped. nightly.json in the runs directory lists the jobs, new "
+                    "regressions first. Exit codes: 0 no regression, 1 a regression, "
+                    "2 bad input, 3 a job could not run.")
+    parser.add_argument("config", type=Path, help="NIGHTLY.yaml (e.g. plans/nightly.yaml)")
+    parser.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    parser.add_argument("--cache-dir", type=Path, default=None)
+    parser.add_argument("--shard", default="1/1", metavar="I/N",
+                        help="run the I-th of N disjoint shares of the matrix")
+    parser.add_argument("--jobs", type=int, default=1, metavar="K",
+                        help="jobs at once (each boots its own guests: mind cores and memory)")
+    parser.add_argument("--bisect-repeat", type=int, default=1, metavar="N",
+                        help="runs per bisect step (default 1)")
+    parser.add_argument("--list", action="store_true",
+                        help="print the shard's jobs and exit (no source is fetched)")
+
+
+def nightly_command(args: argparse.Namespace, console: Console) -> int:
+    try:
+        config = config_mod.load(args.config)
+        index, count = parse_shard(args.shard)
+        if args.jobs < 1:
+            raise HarnessError("--jobs: at least 1", 2)
+        cache = Cache(args.cache_dir)
+    except HarnessError as exc:
+        console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
+        return exc.exit_code
+    if args.jobs > (os.cpu_count() or 1):
+        console.print(f"[yellow]warning:[/] --jobs {args.jobs} on {os.cpu_count()} cores: "
+                      "TCG guests will be slow and timeouts may fire")
+    if args.list:
+        durations = Ledger.load(Ledger.path(args.runs_dir, config.name)).durations()
+        for job in shard(expand(config), index, count, durations):
+            console.print(printable(f"{job.id} {job.source} {job.plan} "
+                                    + " ".join(job.overrides)), soft_wrap=True)
+        return EXIT_PASS
+    try:
+        result = Night(config, args.runs_dir, cache, console, (index, count), args.jobs,
+                       args.bisect_repeat).run()
+    except KeyboardInterrupt:
+        console.print("interrupted: nightly.json has the jobs done so far")
+        return EXIT_INFRA
+    kinds = [j.kind for j in result.jobs]
+    console.print(printable(
+        f"nightly {config.name}: " + ", ".join(f"{kinds.count(k)} {k}" for k in
+                                                ("regression", "error", "fixed", "flaky",
+                                                 "new", "unchanged", "skipped")
+                                                if k in kinds)
+        + f"; {args.runs_dir / 'nightly.json'}"), soft_wrap=True)
+    if "regression" in kinds:
+        return EXIT_FAIL
+    return EXIT_INFRA if "error" in kinds else EXIT_PASS

@@ -1,0 +1,64 @@
+"""`harness report --merge DIR...`: the runs directories of a night's shards
+(each machine ran `harness nightly --shard I/N`) joined into one: run
+directories copied (hard links where the file system allows), ledgers and
+nightly.json merged, the history index rebuilt from the run directories. The
+merged directory then reads as if one machine had run the whole matrix."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from ..cache import write_atomic
+from ..errors import EXIT_BAD_INPUT, HarnessError
+from ..results import history
+from .ledger import Ledger
+from .model import NightlyResult
+
+
+def _copy_run(src: Path, dest: Path) -> None:
+    try:
+        shutil.copytree(src, dest, copy_function=_link_or_copy)
+    except FileExistsError:
+        pass                      # the same run, merged before
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        Path(dst).hardlink_to(src)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+def merge(dirs: list[Path], out: Path) -> NightlyResult:
+    nights = []
+    for d in dirs:
+        if not (d / "nightly.json").is_file():
+            raise HarnessError(f"--merge {d}: no nightly.json (a `harness nightly` runs "
+                               "directory?)", EXIT_BAD_INPUT)
+        nights.append((d, NightlyResult.load(d / "nightly.json")))
+    names = {n.name for _, n in nights}
+    if len(names) > 1:
+        raise HarnessError(f"--merge: the directories are of different nightlies: "
+                           f"{', '.join(sorted(names))}", EXIT_BAD_INPUT)
+    (name,) = names
+    out.mkdir(parents=True, exist_ok=True)
+    merged = NightlyResult(name, min(n.started for _, n in nights),
+                           max(n.finished for _, n in nights), "",
+                           max(n.matrix for _, n in nights))
+    ledger = Ledger.load(Ledger.path(out, name))
+    seen: set[str] = set()
+    for d, night in nights:
+        for item in sorted(d.iterdir()):
+            if (item / "results.json").is_file() and item.resolve() != (out / item.name).resolve():
+                _copy_run(item, out / item.name)
+        if d.resolve() != out.resolve():
+            ledger.merge(Ledger.load(Ledger.path(d, name)))
+        for job in night.jobs:
+            if job.job.id not in seen:
+                seen.add(job.job.id)
+                merged.jobs.append(job)
+    ledger.save(Ledger.path(out, name))
+    write_atomic(out / "nightly.json", json.dumps(merged.to_dict(), indent=1))
+    history.rebuild(history.default_path(out), out)
+    return merged

@@ -1,0 +1,228 @@
+"""The nightly without kernel builds: its config, matrix, shards, ledger and
+merge; a night against a real local git repository (a mirror fetched, heads
+found, `harness run` started for real: the tree is not a kernel, so each run
+stops in its preflight) and a night whose heads the ledger already has."""
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from harness.cache import Cache
+from harness.errors import EXIT_BAD_INPUT, PlanError
+from harness.nightly import config as config_mod
+from harness.nightly.cli import nightly_command
+from harness.nightly.heads import git_heads
+from harness.nightly.ledger import Entry, Ledger
+from harness.nightly.matrix import expand, job_id, parse_shard, shard
+from harness.nightly.merge import merge
+from harness.nightly.model import Job, JobNight, NightlyResult
+from harness.nightly.night import Night
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "tests" / "data" / "results"
+
+
+def write(tmp_path: Path, text: str, name: str = "nightly.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_the_shipped_nightly_follows_debians_7_2_and_7_3():
+    config = config_mod.load(REPO / "plans" / "nightly.yaml")
+    assert [(s.name, s.debian_package) for s in config.sources] == [
+        ("debian-7.2", "linux-source-7.2"), ("debian-7.3", "linux-source-7.3")]
+    jobs = expand(config)
+    assert [(j.source, j.plan) for j in jobs] == [("debian-7.2", "quickstart"),
+                                                  ("debian-7.3", "quickstart")]
+    text = (REPO / "plans" / "nightly.yaml").read_text()
+    assert "# - name: mainline" in text and "rdma" in text and "linux-next" in text
+
+
+@pytest.mark.parametrize("body, says", [
+    ("name: n\nsources: [{name: a}]\n", "either `git`"),
+    ("name: n\nsources: [{name: a, git: /x, debian_package: linux-source-7.2}]\n",
+     "either `git`"),
+    ("name: n\nsources: [{name: a, debian_package: p, bisect: true}]\n", "bisect needs a git"),
+    ("name: n\nsources: [{name: a, git: /x}, {name: a, git: /y}]\n", "second source"),
+    ("name: n\nsources: [{name: a, git: /x, colour: red}]\n", "unknown key 'sources[0].colour'"),
+    ("name: n\nplans: [nosuch]\nsources: [{name: a, git: /x}]\n", "plan 'nosuch'"),
+    ("name: n\nsources: [{name: a, git: /x, overrides: [novalue]}]\n", "KEY=VALUE"),
+    ("sources: [{name: a, git: /x}]\n", "`name` is missing"),
+    ("name: n\nsources: [\n", "malformed YAML"),
+])
+def test_a_bad_nightly_is_exit_2_naming_file_and_key(tmp_path, body, says):
+    path = write(tmp_path, body)
+    with pytest.raises(PlanError) as err:
+        config_mod.load(path)
+    assert err.value.exit_code == EXIT_BAD_INPUT
+    assert str(path) in str(err.value) and says in str(err.value)
+
+
+def _config(tmp_path, sources: str, plans: str = "[quickstart]"):
+    return config_mod.load(write(tmp_path, f"name: n\nplans: {plans}\nsources:\n{sources}"))
+
+
+def test_job_ids_are_stable_and_a_git_source_has_a_job_per_branch_and_plan(tmp_path):
+    config = _config(tmp_path, "  - {name: rdma, git: /x, branches: [for-next, for-rc]}\n"
+                               "  - {name: deb, debian_package: p}\n", "[quickstart, full]")
+    jobs = expand(config)
+    assert [(j.source, j.branch, j.plan) for j in jobs] == [
+        ("rdma@for-next", "for-next", "quickstart"), ("rdma@for-next", "for-next", "full"),
+        ("rdma@for-rc", "for-rc", "quickstart"), ("rdma@for-rc", "for-rc", "full"),
+        ("deb", "", "quickstart"), ("deb", "", "full")]
+    assert [j.id for j in jobs] == [j.id for j in expand(config)]
+    assert len({j.id for j in jobs}) == 6
+    assert job_id("a", "", "p", ()) != job_id("a", "", "p", ("x=1",))
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5])
+def test_shards_are_disjoint_and_together_the_whole_matrix(count):
+    jobs = [Job(f"{i:04d}", f"s{i}", "p") for i in range(17)]
+    rng = random.Random(count)
+    seconds = {j.id: rng.uniform(10, 1000) for j in jobs[:12]}     # 5 never measured
+    shares = [shard(jobs, i, count, seconds) for i in range(1, count + 1)]
+    ids = [j.id for share in shares for j in share]
+    assert sorted(ids) == sorted(j.id for j in jobs) and len(ids) == len(set(ids))
+    assert shares == [shard(list(jobs), i, count, dict(seconds)) for i in range(1, count + 1)]
+
+
+def test_shards_are_balanced_by_previous_durations():
+    jobs = [Job(x, x, "p") for x in "abcd"]
+    seconds = {"a": 100.0, "b": 80.0, "c": 30.0, "d": 20.0}
+    one, two = shard(jobs, 1, 2, seconds), shard(jobs, 2, 2, seconds)
+    loads = sorted(sum(seconds[j.id] for j in s) for s in (one, two))
+    assert loads == [110.0, 120.0]       # not 180/50 as the matrix order would give
+
+
+@pytest.mark.parametrize("text", ["0/2", "3/2", "x", "1-2"])
+def test_a_bad_shard_is_exit_2(text):
+    with pytest.raises(PlanError) as err:
+        parse_shard(text)
+    assert err.value.exit_code == EXIT_BAD_INPUT and text in str(err.value)
+
+
+def test_the_ledger_remembers_heads_and_merges(tmp_path):
+    ledger = Ledger()
+    ledger.add("j", Entry("h1", "r1", "pass", 60.0, "2026-12-01T00:00:00+00:00"))
+    ledger.add("j", Entry("h2", "r2", "fail", 70.0, "2026-12-02T00:00:00+00:00"))
+    path = tmp_path / "ledger.json"
+    ledger.save(path)
+    again = Ledger.load(path)
+    assert again.ran("j", "h1").run_id == "r1" and again.ran("j", "h3") is None
+    assert again.latest("j").run_id == "r2" and again.durations() == {"j": 70.0}
+    other = Ledger({"j": [Entry("h0", "r0", "pass", 5.0, "2026-11-30T00:00:00+00:00")],
+                    "k": [Entry("x", "rk", "pass", 9.0, "2026-12-01T00:00:00+00:00")]})
+    again.merge(other)
+    again.merge(other)                   # twice: nothing doubles
+    assert [e.run_id for e in again.jobs["j"]] == ["r0", "r1", "r2"]
+    assert again.latest("k").run_id == "rk"
+
+
+def _git_repo(path: Path) -> str:
+    path.mkdir()
+    for args in (["init", "-q", "-b", "main"], ["config", "user.email", "t@example.org"],
+                 ["config", "user.name", "t"]):
+        subprocess.run(["git", *args], cwd=path, check=True)
+    return _commit(path, "first")
+
+
+def _commit(path: Path, what: str) -> str:
+    (path / "file").write_text(what)
+    subprocess.run(["git", "add", "file"], cwd=path, check=True)
+    subprocess.run(["git", "commit", "-q", "-m", what], cwd=path, check=True)
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+def test_a_git_source_is_fetched_into_a_mirror_and_its_new_head_seen(tmp_path):
+    upstream = tmp_path / "upstream"
+    first = _git_repo(upstream)
+    cache = Cache(tmp_path / "cache")
+    config = _config(tmp_path, f"  - {{name: up, git: {upstream}, branches: [main]}}\n")
+    (head,) = git_heads(config.sources[0], cache, tmp_path / "log")
+    assert head.head == first and Path(head.mirror).is_dir()
+    assert f"kernel.ref={first}" in head.overrides
+    second = _commit(upstream, "second")
+    (head,) = git_heads(config.sources[0], cache, tmp_path / "log")
+    assert head.head == second
+    assert not (upstream / ".git" / "worktrees").exists()    # the user's tree untouched
+    bad = _config(tmp_path, f"  - {{name: up, git: {upstream}, branches: [nosuch]}}\n")
+    with pytest.raises(Exception) as err:
+        git_heads(bad.sources[0], cache, tmp_path / "log")
+    assert "no branch 'nosuch'" in str(err.value)
+
+
+def test_a_night_runs_new_heads_skips_known_ones_and_says_so(tmp_path):
+    upstream = tmp_path / "upstream"
+    head = _git_repo(upstream)
+    config = _config(tmp_path, f"  - {{name: up, git: {upstream}, branches: [main]}}\n")
+    runs, cache = tmp_path / "runs", Cache(tmp_path / "cache")
+    console = Console(record=True, width=200)
+    # the tree is no kernel: `harness run` stops in its preflight, exit 2, a run directory
+    night = Night(config, runs, cache, console).run()
+    (job,) = night.jobs
+    assert (job.state, job.kind, job.head, job.exit_code) == ("ran", "error", head, 2)
+    assert job.run_id and (runs / job.run_id / "results.json").is_file()
+    saved = NightlyResult.load(runs / "nightly.json")
+    assert saved.jobs[0].run_id == job.run_id and saved.matrix == 1
+    # a harness failure is no result: the head is not recorded and runs again
+    assert Ledger.load(Ledger.path(runs, "n")).ran(job.job.id, head) is None
+    # a head the ledger has is skipped, in well under the 10 s the issue allows
+    ledger = Ledger()
+    ledger.add(job.job.id, Entry(head, job.run_id, "pass", 50.0, night.started))
+    ledger.save(Ledger.path(runs, "n"))
+    start = time.monotonic()
+    again = Night(config, runs, cache, console).run()
+    assert time.monotonic() - start < 10
+    assert [(j.kind, j.run_id) for j in again.jobs] == [("skipped", job.run_id)]
+    assert "unchanged since run" in again.jobs[0].message
+
+
+def test_the_command_exits_by_the_worst_kind(tmp_path, monkeypatch):
+    path = write(tmp_path, "name: n\nsources: [{name: a, debian_package: p}]\n")
+    args = type("A", (), dict(config=path, runs_dir=tmp_path / "runs", cache_dir=tmp_path,
+                              shard="1/1", jobs=1, bisect_repeat=1, list=False))
+    for kinds, code in ((["unchanged", "skipped"], 0), (["fixed", "error"], 3),
+                        (["error", "regression"], 1)):
+        monkeypatch.setattr(Night, "run", lambda self, k=kinds: NightlyResult(
+            "n", jobs=[JobNight(Job(str(i), "a", "p"), "h", "ran", kind)
+                       for i, kind in enumerate(k)]))
+        assert nightly_command(args, Console(record=True)) == code
+
+
+def _shard_dir(root: Path, name: str, run: str, job: str) -> Path:
+    runs = root / name
+    (runs / run).mkdir(parents=True)
+    data = json.loads((DATA / "series-demo-broken.json").read_text())
+    data["run_id"] = run
+    (runs / run / "results.json").write_text(json.dumps(data))
+    result = NightlyResult("n", "2026-12-01T01:00:00+00:00", "2026-12-01T02:00:00+00:00",
+                           name, 2, [JobNight(Job(job, job, "quickstart"), "h", "ran",
+                                              "new", run_id=run, run_dir=run)])
+    (runs / "nightly.json").write_text(json.dumps(result.to_dict()))
+    ledger = Ledger({job: [Entry("h", run, "fail", 10.0, result.started)]})
+    ledger.save(Ledger.path(runs, "n"))
+    return runs
+
+
+def test_merging_shards_gives_one_night_one_ledger_one_history(tmp_path):
+    one = _shard_dir(tmp_path, "1of2", "20261201-010000-quickstart-aaaa", "ja")
+    two = _shard_dir(tmp_path, "2of2", "20261201-010500-quickstart-bbbb", "jb")
+    out = tmp_path / "merged"
+    merged = merge([one, two], out)
+    assert sorted(j.job.id for j in merged.jobs) == ["ja", "jb"] and merged.shard == ""
+    assert (out / "20261201-010000-quickstart-aaaa" / "results.json").is_file()
+    assert (out / "20261201-010500-quickstart-bbbb" / "results.json").is_file()
+    assert sorted(Ledger.load(Ledger.path(out, "n")).jobs) == ["ja", "jb"]
+    assert (out / "history.sqlite").is_file()
+    assert NightlyResult.load(out / "nightly.json").jobs == merged.jobs
+    with pytest.raises(Exception) as err:
+        merge([tmp_path / "nosuch"], out)
+    assert "no nightly.json" in str(err.value)
