@@ -1,39 +1,38 @@
-"""Runs (RunResult, with their directories when known) -> one KCIDB submission,
-the kernel community's shared results database: {"version", "checkouts",
+"""Runs (RunResult, and their directories when known) -> one KCIDB submission
+for the kernel community's shared results database: {"version", "checkouts",
 "builds", "tests", "issues", "incidents"}.
 
-Schema v5.3: `kcidb_io.schema.V5_3`, the latest that kcidb-io offers (139 to
-141, where `kcidb_io.schema.LATEST` is V5_3). The version written is pinned,
-not taken from LATEST, since a later major could rename what this mapping
-writes; `validate` uses LATEST, which accepts a 5.3 document for as long as
-5.3 is in its lineage. kcidb_io (and jsonschema) is imported only to validate.
+Schema v5.3 (`kcidb_io.schema.V5_3`): the latest kcidb-io offers (139 to 141,
+where `kcidb_io.schema.LATEST` is V5_3). Written pinned, not taken from
+LATEST, as a later major could rename what this mapping writes; `validate`
+uses LATEST, which accepts 5.3 while 5.3 is in its lineage. kcidb_io (with
+jsonschema) is imported only to validate.
 
 Ids are `<origin>:<kind>-<32 hex digits of sha256>` over what identifies the
-object, and nothing else (no clock, no path): a run directory exported again
-gives the same ids and the same bytes.
-- checkout: the tree (an https URL, `debian:<package>`, or a git tree's path),
-  its ref when that names a branch, the base commit, and the series' patches
-  by commit (git am with a fixed identity and date: a patch's commit follows
-  from its content, its place and the base);
+object and nothing else (no clock, no path): exporting a run directory again
+gives the same ids and bytes.
+- checkout: the tree (https URL, `debian:<package>`, or a git tree's path),
+  its ref when a branch, the base commit, the series' patch commits (git am
+  with a fixed identity and date: a commit follows from content and place);
 - build: the checkout id; the build key (built commit + .config hash +
-  compiler + make targets: two runs with one build key tested one kernel,
-  from the cache), else the .config hash, else the requested Kconfig
-  symbols; the architecture;
-- test: the build id, the run id, suite, test name, provider and node. A KCIDB
-  test is one execution: two runs of one build are two tests (without the run
-  id the second submission would overwrite the first);
+  compiler + make targets: runs with one build key tested one cached
+  kernel), else the .config hash, else the requested Kconfig symbols; the
+  architecture;
+- test: the build id, the run id, suite, name, provider, node. A KCIDB test is
+  one execution: two runs of one build are two tests (without the run id the
+  second submission would overwrite the first);
 - issue: a crash signature, or a known failure's suite, provider and pattern;
-  incident: its issue and where it was seen (run, node, console line; or the
-  test).
+  incident: its issue and where it was seen (run, node, console line; test).
 
-Statuses: see `row_status`, `build_status` and the README's table. What the
-harness could not judge (infrastructure rows, every failure of a run whose
-verdict is error) is ERROR or MISS, never FAIL. Local files (logs, patches,
-.config) have no URL: their run directory goes in the build's `misc`."""
+Statuses: `row_status`, `build_status`, the README's table. What the harness
+could not judge (infrastructure rows, failures in a run whose verdict is
+error) is ERROR or MISS, never FAIL. Local files (logs, patches, .config)
+have no URL: the run directory goes in the build's `misc`."""
 from __future__ import annotations
 
 import datetime
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -200,13 +199,8 @@ def _time(stamp: str, after: float = 0.0) -> str | None:
 
 
 def _before(run: RunResult, name: str) -> float:
-    """Seconds of the stages before `name` (its start, from the run's)."""
-    total = 0.0
-    for stage in run.stages:
-        if stage.name == name:
-            break
-        total += stage.seconds
-    return total
+    """Seconds of the stages before `name`: when it started, after the run."""
+    return sum(s.seconds for s in itertools.takewhile(lambda s: s.name != name, run.stages))
 
 
 def _text(text: str, limit: int | None = None) -> str:
@@ -219,8 +213,7 @@ def _compact(values: dict[str, Any]) -> dict[str, Any]:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) \
-        and math.isfinite(value)
+    return type(value) in (int, float) and math.isfinite(value)
 
 
 def _patchset_hash(run: RunResult, run_dir: Path | None) -> str | None:
@@ -229,18 +222,21 @@ def _patchset_hash(run: RunResult, run_dir: Path | None) -> str | None:
     no series; None when the copies are not there to hash."""
     if not run.patches:
         return ""
-    folders = series_dirs(run_dir) if run_dir else ()
-    files = [f for folder in folders for f in sorted(Path(folder).iterdir()) if f.is_file()]
-    if len(files) != len(run.patches):
+    try:
+        files = [f for folder in (series_dirs(run_dir) if run_dir else ())
+                 for f in sorted(Path(folder).iterdir()) if f.is_file()]
+        if len(files) != len(run.patches):
+            return None
+        hashes = "".join(hashlib.sha256(f.read_bytes()).hexdigest() + "\n" for f in files)
+    except (OSError, ValueError):        # unreadable, or not the bundle's layout
         return None
-    hashes = "".join(hashlib.sha256(f.read_bytes()).hexdigest() + "\n" for f in files)
     return hashlib.sha256(hashes.encode()).hexdigest()
 
 
 def _compiler(run_dir: Path | None) -> str | None:
+    """The .config's CONFIG_CC_VERSION_TEXT (gcc (Debian 14.2.0-19) 14.2.0)."""
     try:
-        found = _CC.search((run_dir / ".config").read_text(errors="replace")) if run_dir \
-            else None
+        found = run_dir and _CC.search((run_dir / ".config").read_text(errors="replace"))
     except OSError:
         return None
     return found.group(1) if found else None
@@ -434,7 +430,8 @@ class _Export:
                 rows: list[tuple[TestRecord, str]]) -> None:
         """An issue per crash signature, an incident per crash record."""
         for crash in run.crashes:
-            issue_id = self.id("issue", "crash", crash.signature or f"{crash.kind}|{crash.title}")
+            signature = crash.signature or f"{crash.kind}|{crash.title}"
+            issue_id = self.id("issue", "crash", signature)
             self.issues.setdefault(issue_id, _compact({
                 "id": issue_id, "version": ISSUE_VERSION, "origin": self.origin,
                 "comment": _text(crash.title) or crash.kind,

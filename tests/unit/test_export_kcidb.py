@@ -102,7 +102,8 @@ def test_the_validator_rejects_what_kcidb_rejects():
      "harness.modules.test_load_unload_node1-rdma_rxe"),
     (("harness", "pyverbs", "pyverbs[rxe] tests.test_cq (runner)"),
      "harness.pyverbs.pyverbs_rxe_tests.test_cq_runner"),
-    (("harness", "kselftest-rdma", "rdma:rxe_ipv6.sh"), "harness.kselftest-rdma.rdma_rxe_ipv6.sh"),
+    (("harness", "kselftest-rdma", "rdma:rxe_ipv6.sh"),
+     "harness.kselftest-rdma.rdma_rxe_ipv6.sh"),
     (("harness", "x", "a..b/[c]"), "harness.x.a.b_c"),
 ])
 def test_paths_are_dotted_and_sanitized(parts, path):
@@ -169,7 +170,8 @@ def test_a_known_failure_is_an_issue_with_an_incident_on_its_test():
     issues = {i["id"]: i for i in data["issues"]}
     mr = by_name(data, "pyverbs[siw] tests.test_mr.MRTest.test_mr_rereg_pd")
     issue = issues[incidents[mr["id"]]["issue_id"]]
-    assert issue["misc"]["source"] == "pyverbs/expectations.yaml (tests.test_mr.MRTest.test_mr_rereg_*)"
+    assert issue["misc"]["source"] == \
+        "pyverbs/expectations.yaml (tests.test_mr.MRTest.test_mr_rereg_*)"
     assert "iWARP (siw)" in issue["comment"]
     # 14 rows, 9 entries: the five test_mr_rereg_* rows match one, and one issue
     assert len(issues) == 9
