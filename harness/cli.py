@@ -14,6 +14,7 @@ from .errors import EXIT_BAD_INPUT, HarnessError
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
+from .export import cli as export_cli
 from .nightly import cli as nightly_cli
 from .results import compare_cli, history_cli
 from .results.safe import printable
@@ -45,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
     history_cli.add_parser(sub)
     bisect_cli.add_parser(sub)
     compare_cli.add_parser(sub)
+    export_cli.add_parser(sub)
     reproduce.add_parser(sub)
     from .vm import gc
     gc.add_parser(sub)
@@ -150,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         return bisect_cli.bisect_command(args, console)
     if args.command == "compare":
         return compare_cli.compare_command(args, console)
+    if args.command == "export":
+        return export_cli.export_command(args, console)
     if args.command == "reproduce":
         return reproduce.reproduce_command(args, console)
     if args.command == "gc":
