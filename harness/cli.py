@@ -14,6 +14,7 @@ from .errors import EXIT_BAD_INPUT, HarnessError
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
+from .report import cli as report_cli
 from .results import compare_cli, history_cli
 from .results.safe import printable
 
@@ -44,6 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     history_cli.add_parser(sub)
     bisect_cli.add_parser(sub)
     compare_cli.add_parser(sub)
+    report_cli.add_parser(sub)
     reproduce.add_parser(sub)
     from .vm import gc
     gc.add_parser(sub)
@@ -148,6 +150,8 @@ def main(argv: list[str] | None = None) -> int:
         return bisect_cli.bisect_command(args, console)
     if args.command == "compare":
         return compare_cli.compare_command(args, console)
+    if args.command == "report":
+        return report_cli.report_command(args, console)
     if args.command == "reproduce":
         return reproduce.reproduce_command(args, console)
     if args.command == "gc":
