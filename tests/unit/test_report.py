@@ -6,6 +6,7 @@ same bytes twice, a night's jobs in the order of urgency, and the
 report.html every run writes without ever changing its exit code."""
 from __future__ import annotations
 
+import io
 import json
 import xml.etree.ElementTree as ET
 from dataclasses import replace
@@ -13,10 +14,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
-from harness import cli
+from harness import cli, runner
+from harness import plan as plan_mod
+from harness.cache import Cache
 from harness.nightly.model import Job, JobNight, NightlyResult
-from harness.report import page, plots
+from harness.report import page, plots, render
 from harness.results import history
 from harness.results.compare import CrashChange, RowChange
 from harness.results.model import MissingSymbol, RunResult, WarningRecord
@@ -377,6 +381,46 @@ def test_nights_run_from_noon_to_noon():
     assert night_of("2026-12-01T23:50:00", "") == night_of("2026-12-02T00:10:00", "")
     assert night_of("2026-12-01T23:50:00", "") != night_of("2026-12-02T13:00:00", "")
     assert night_of("", "20261202-011500-x") == "2026-12-01"
+
+
+# --- report.html at the end of every run -----------------------------------------
+
+def bad_run(tmp_path: Path):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("name: bad\nsuites: [no-such-suite]\n")
+    out = io.StringIO()
+    result = runner.run(plan_mod.load(plan), tmp_path / "runs", Cache(tmp_path / "cache"),
+                        Console(file=out, width=300))
+    return result, tmp_path / "runs" / result.run_id, out.getvalue()
+
+
+def test_every_run_writes_its_report(tmp_path):
+    result, run_dir, _ = bad_run(tmp_path)
+    assert result.exit_code == 2
+    p = parse((run_dir / "report.html").read_text())
+    assert "Verdict: error" in p.texts("b")
+    assert any("unknown suite(s) no-such-suite" in r for r in p.texts("li"))
+
+
+def test_a_report_that_fails_changes_nothing_of_the_run(tmp_path, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("template exploded")
+    monkeypatch.setattr(render, "render_runs", broken)
+    result, run_dir, out = bad_run(tmp_path)
+    assert result.exit_code == 2 and result.verdict == "error"
+    saved = json.loads((run_dir / "results.json").read_text())
+    assert saved["exit_code"] == 2 and saved["verdict"] == "error"
+    assert not (run_dir / "report.html").exists()
+    assert "report.html not written: RuntimeError: template exploded" in out
+
+
+def test_the_cli_run_exit_code_survives_a_broken_report(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(page, "runs_html", lambda *a, **k: 1 / 0)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("name: bad\nsuites: [no-such-suite]\n")
+    assert cli.main(["run", str(plan), "--runs-dir", str(tmp_path / "runs"),
+                     "--cache-dir", str(tmp_path / "cache")]) == 2
+    assert "report.html not written: ZeroDivisionError" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", ["full-every-suite", "series-demo-broken",
