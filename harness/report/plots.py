@@ -13,6 +13,7 @@ import matplotlib
 import matplotlib.patches
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from .view import TREND_CATEGORIES, MetricTrend, StageView, Trend
 
@@ -31,15 +32,25 @@ def _svg(fig: Figure, salt: str) -> str:
     buffer = io.StringIO()
     with matplotlib.rc_context({**_RC, "svg.hashsalt": f"harness-report-{salt}"}):
         FigureCanvasAgg(fig)
-        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None},
-                    bbox_inches="tight")
+        fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
     text = _METADATA.sub("", _PROLOGUE.sub("", buffer.getvalue(), count=1), count=1)
     return text.strip() + "\n"
 
 
 def _figure(width: float, height: float) -> Figure:
+    """The layout is fixed (margins in inches below), not computed: a
+    tight layout draws the figure once more for every plot, and the plots
+    are made at the end of every run."""
     with matplotlib.rc_context(_RC):
         return Figure(figsize=(width, height), dpi=72)
+
+
+def _margins(fig: Figure, left: float, right: float, top: float, bottom: float,
+             **space: float) -> None:
+    """Margins in inches."""
+    width, height = fig.get_size_inches()
+    fig.subplots_adjust(left=left / width, right=1 - right / width, top=1 - top / height,
+                        bottom=bottom / height, **space)
 
 
 def _short(label: str) -> str:
@@ -51,7 +62,8 @@ def stage_timeline(stages: list[StageView]) -> str:
     if not stages:
         return ""
     with matplotlib.rc_context(_RC):
-        fig = _figure(7.5, 0.35 * len(stages) + 0.9)
+        fig = _figure(7.5, 0.3 * len(stages) + 0.7)
+        _margins(fig, left=1.0, right=0.2, top=0.1, bottom=0.5)
         ax = fig.add_subplot()
         start = 0.0
         total = sum(s.seconds for s in stages) or 1.0
@@ -64,18 +76,21 @@ def stage_timeline(stages: list[StageView]) -> str:
                     va="center", fontsize=8)
             start += stage.seconds
         ax.set_yticks(range(len(stages)), [s.name for s in stages])
-        ax.invert_yaxis()
+        ax.set_ylim(len(stages) - 0.5, -0.5)
         ax.set_xlim(0, total * 1.18)
         ax.set_xlabel("seconds since the run started")
         return _svg(fig, "stages")
 
 
-def _ticks(ax, labels: list[str]) -> None:
-    step = max(1, len(labels) // 12)
-    shown = list(range(0, len(labels), step))
-    if shown[-1] != len(labels) - 1:
-        shown.append(len(labels) - 1)
-    ax.set_xticks(shown, [labels[i] for i in shown], rotation=45, ha="right", fontsize=7)
+TICKS = 8                # labelled points on an axis at most
+
+
+def _ticks(ax, labels: list[str], shown: bool = True) -> None:
+    step = -(-len(labels) // TICKS)
+    where = list(range(len(labels) - 1, -1, -step))[::-1]     # always the newest
+    ax.set_xticks(where, [labels[i] for i in where] if shown else [],
+                  rotation=30, ha="right", fontsize=7)
+    ax.set_xlim(-0.6, len(labels) - 0.4)
 
 
 def suite_bars(trend: Trend, salt: str) -> str:
@@ -85,34 +100,38 @@ def suite_bars(trend: Trend, salt: str) -> str:
     cols = min(3, len(trend.suites))
     rows = -(-len(trend.suites) // cols)
     with matplotlib.rc_context(_RC):
-        fig = _figure(3.0 * cols + 0.6, 2.3 * rows + 0.5)
-        axes = fig.subplots(rows, cols, squeeze=False)
+        fig = _figure(3.1 * cols, 1.7 * rows + 1.0)
+        _margins(fig, left=0.45, right=0.15, top=0.55, bottom=0.75, wspace=0.35,
+                 hspace=0.45)
+        axes = fig.subplots(rows, cols, squeeze=False, sharex=True)
         x = range(len(trend.labels))
-        for ax, suite in zip(axes.flat, trend.suites):
+        for n, (ax, suite) in enumerate(zip(axes.flat, trend.suites)):
             bottom = [0] * len(trend.labels)
             for category in TREND_CATEGORIES:
                 values = suite.counts[category]
                 if any(values):
-                    ax.bar(x, values, bottom=bottom, color=_COLOR[category], width=0.8,
-                           label=category)
+                    ax.bar(x, values, bottom=bottom, color=_COLOR[category], width=0.8)
                     bottom = [b + v for b, v in zip(bottom, values)]
             if trend.current is not None:
                 ax.axvline(trend.current, color="#333333", linewidth=0.6, linestyle=":")
             ax.set_title(_short(suite.suite), fontsize=9, loc="left")
-            _ticks(ax, trend.labels)
+            ax.tick_params(axis="y", labelsize=7)
+            ax.yaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
+            # the labels under the lowest plot of each column only
+            _ticks(ax, trend.labels, shown=n + cols >= len(trend.suites))
         for ax in list(axes.flat)[len(trend.suites):]:
             ax.set_axis_off()
         handles = [matplotlib.patches.Patch(color=_COLOR[c], label=c) for c in TREND_CATEGORIES]
-        fig.legend(handles=handles, loc="upper right", ncols=len(handles), fontsize=8,
-                   frameon=False)
-        fig.tight_layout(rect=(0, 0, 1, 0.93))
+        fig.legend(handles=handles, loc="upper left", ncols=len(handles), fontsize=8,
+                   frameon=False, bbox_to_anchor=(0.0, 1.0))
         return _svg(fig, f"{salt}-suites")
 
 
 def metric_lines(metric: MetricTrend, trend: Trend, salt: str) -> str:
     """One metric over the points, a line per row (RDMA and TCP together)."""
     with matplotlib.rc_context(_RC):
-        fig = _figure(7.5, 2.8)
+        fig = _figure(9.0, 2.6)
+        _margins(fig, left=0.6, right=3.0, top=0.3, bottom=0.75)
         ax = fig.add_subplot()
         x = list(range(len(trend.labels)))
         for i, line in enumerate(metric.lines):
@@ -124,9 +143,9 @@ def metric_lines(metric: MetricTrend, trend: Trend, salt: str) -> str:
         if trend.current is not None:
             ax.axvline(trend.current, color="#333333", linewidth=0.6, linestyle=":")
         ax.set_title(metric.metric, fontsize=9, loc="left")
-        ax.set_xlim(-0.5, len(x) - 0.5)
         ax.set_ylim(bottom=0)
         ax.grid(axis="y", linewidth=0.3)
+        ax.tick_params(axis="y", labelsize=7)
         _ticks(ax, trend.labels)
         ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=7, frameon=False)
         return _svg(fig, f"{salt}-{metric.metric}")
