@@ -237,6 +237,7 @@ def _kind(metrics: dict[str, float]) -> str:
 
 
 def _versus(test: TestRecord, kind: str, tcp: dict[str, dict[str, float]]) -> str:
+    """An RDMA row's first metric the TCP row of its kind has too, over TCP's."""
     if _transport(test) == "TCP" or kind not in tcp:
         return ""
     for metric, base in tcp[kind].items():
@@ -262,8 +263,9 @@ def _perf_row(t: TestRecord, columns: list[str], drops: dict[str, list[str]],
         if shown and low is not None and high is not None:
             shown += f" ({number(low)}–{number(high)})"
         values.append(shown)
-    return PerfRowView(_transport(t), clean(t.name), clean(t.provider), clean(t.node),
-                       t.status, values, drops.get(t.name, []),
+    flagged = drops.get(t.name, []) if t.suite == PERF_SUITE else []
+    return PerfRowView(_transport(t), clean(t.suite), clean(t.name), clean(t.provider),
+                       clean(t.node), t.status, values, flagged,
                        _versus(t, _kind(t.metrics), tcp))
 
 
@@ -280,14 +282,16 @@ def _baseline(result: RunResult) -> str:
 
 
 def perf(result: RunResult) -> PerfView | None:
-    """The perf suite's rows: a table of throughput, one of latency, each
-    with RDMA next to TCP, and their drops against the baseline run."""
-    rows = [t for t in result.tests if t.suite == PERF_SUITE and t.metrics]
+    """The rows with a throughput or a latency (the perf suite's, and e.g.
+    verbs-smoke's ping-pongs): a table of throughput, one of latency, the
+    perf suite's RDMA rows next to its TCP rows, with their drops against
+    the baseline run, then other suites' rows."""
+    rows = [t for t in result.tests if any(direction(m) for m in t.metrics)]
     if not rows:
         return None
     tcp: dict[str, dict[str, float]] = {}
     for t in rows:
-        if _transport(t) == "TCP":
+        if _transport(t) == "TCP" and t.suite == PERF_SUITE:
             tcp.setdefault(_kind(t.metrics), {k: v for k, v in t.metrics.items() if direction(k)})
     drops: dict[str, list[str]] = {}
     for w in result.warnings:
@@ -297,7 +301,8 @@ def perf(result: RunResult) -> PerfView | None:
                 if w.change_percent is not None else first_line(w.message))
     tables = []
     for kind in _KINDS:
-        members = sorted((t for t in rows if _kind(t.metrics) == kind), key=_transport)
+        members = sorted((t for t in rows if _kind(t.metrics) == kind),
+                         key=lambda t: (t.suite != PERF_SUITE, t.suite, _transport(t)))
         if members:
             columns = _columns(members)
             tables.append(PerfTable(kind, [clean(c) for c in columns],

@@ -1,5 +1,6 @@
 """Trends from the history database (results/history.py): rows per suite
-and status, and the perf metrics, over the earlier runs of a run's plan, or
+and status, and the rows' throughput and latency metrics (the perf suite's,
+verbs-smoke's ping-pongs), over the earlier runs of a run's plan, or
 over the nights of a nightly's runs directory. A night runs from noon to
 noon: a job that starts at 23:50 and one at 00:10 are the same night."""
 from __future__ import annotations
@@ -20,7 +21,7 @@ _CATEGORY = {"pass": "pass", "xpass": "pass", "fail": "fail", "error": "fail",
              "flaky": "flaky", "xfail": "xfail", "skip": "skip"}
 
 Counts = dict[str, dict[str, int]]                 # suite -> status -> rows
-Metrics = dict[str, dict[str, float]]              # row -> metric -> value
+Metrics = dict[tuple, dict[str, float]]            # (suite, row) -> metric -> value
 
 
 def counts_of(tests: list[TestRecord]) -> Counts:
@@ -32,7 +33,12 @@ def counts_of(tests: list[TestRecord]) -> Counts:
 
 
 def metrics_of(tests: list[TestRecord]) -> Metrics:
-    return {t.name: dict(t.metrics) for t in tests if t.suite == PERF_SUITE and t.metrics}
+    return {(t.suite, t.name): dict(t.metrics) for t in tests if t.metrics}
+
+
+def row_label(suite: str, name: str) -> str:
+    """The perf suite's rows by their name, another suite's with the suite."""
+    return name if suite == PERF_SUITE else f"{suite} {name}"
 
 
 def run_label(started: str, run_id: str) -> str:
@@ -55,7 +61,7 @@ def night_of(started: str, run_id: str) -> str:
 
 
 def trend(title: str, labels: list[str], counts: list[Counts], metrics: list[Metrics],
-          current: int | None, label_of=lambda row: row) -> Trend:
+          current: int | None, label_of=lambda key: row_label(*key)) -> Trend:
     """Points in order: their rows per suite and status, their perf metrics."""
     suites = list(dict.fromkeys(s for point in counts for s in point))
     suite_trends = []
@@ -89,7 +95,7 @@ def run_trend(result: RunResult, db: Path) -> tuple[Trend | None, str]:
         return None, f"no earlier run of plan {clean(result.plan)} in the history ({db})"
     ids = [r.run_id for r in earlier]
     counts = history.suite_counts(db, ids)
-    metrics = history.row_metrics(db, ids, PERF_SUITE)
+    metrics = history.row_metrics(db, ids)
     labels = [run_label(r.started, r.run_id) for r in earlier]
     labels.append(run_label(result.started, result.run_id))
     points = len(labels)
@@ -112,7 +118,7 @@ def nightly_trend(db: Path) -> tuple[Trend | None, str]:
         return None, f"fewer than two nights in the history ({db})"
     ids = [r.run_id for night in kept for r in nights[night]]
     counts = history.suite_counts(db, ids)
-    metrics = history.row_metrics(db, ids, PERF_SUITE)
+    metrics = history.row_metrics(db, ids)
     night_counts: list[Counts] = []
     night_metrics: list[Metrics] = []
     for night in kept:
@@ -124,8 +130,9 @@ def nightly_trend(db: Path) -> tuple[Trend | None, str]:
                 for status, n in by_status.items():
                     into[status] = into.get(status, 0) + n
             for row, values in metrics.get(run.run_id, {}).items():
-                measured[f"{run.plan}\0{row}"] = values
+                measured[(run.plan, *row)] = values
         night_counts.append(summed)
         night_metrics.append(measured)
     return trend(f"the last {len(kept)} nights", kept, night_counts, night_metrics,
-                 len(kept) - 1, label_of=lambda key: key.replace("\0", ": ")), ""
+                 len(kept) - 1,
+                 label_of=lambda key: f"{key[0]}: {row_label(*key[1:])}"), ""

@@ -117,6 +117,7 @@ class CrashView:
 @dataclass(frozen=True)
 class PerfRowView:
     transport: str               # RDMA | TCP
+    suite: str
     name: str
     provider: str
     node: str
@@ -130,7 +131,8 @@ class PerfRowView:
 class PerfTable:
     kind: str                    # throughput | latency | other
     columns: list[str]
-    rows: list[PerfRowView]      # RDMA rows, then TCP's
+    rows: list[PerfRowView]      # the perf suite's RDMA rows, its TCP rows, other suites'
+
 
 
 @dataclass(frozen=True)

@@ -259,23 +259,27 @@ def suite_counts(db: Path, run_ids: list[str]) -> dict[str, dict[str, dict[str, 
 
 
 def row_metrics(db: Path, run_ids: list[str],
-                suite: str) -> dict[str, dict[str, dict[str, float]]]:
-    """run id -> row name -> metrics, for `suite`'s rows of the given runs
-    (a metric that is not a number is dropped)."""
-    out: dict[str, dict[str, dict[str, float]]] = {}
+                suite: str | None = None) -> dict[str, dict[tuple[str, str], dict[str, float]]]:
+    """run id -> (suite, row name) -> metrics, for the rows with metrics of
+    the given runs (of `suite` only, if given); a value that is not a number
+    is dropped."""
+    out: dict[str, dict[tuple[str, str], dict[str, float]]] = {}
     if not run_ids or not Path(db).is_file():
         return out
     marks = ",".join("?" * len(run_ids))
+    query = (f"SELECT run_id, suite, name, metrics FROM rows WHERE run_id IN ({marks}) "
+             "AND metrics IS NOT NULL")
+    args: tuple = tuple(run_ids)
+    if suite is not None:
+        query, args = query + " AND suite = ?", (*args, suite)
     with connect(db, create=False) as conn:
-        for run_id, name, metrics in conn.execute(
-                f"SELECT run_id, name, metrics FROM rows WHERE suite = ? AND run_id IN "
-                f"({marks}) AND metrics IS NOT NULL", (suite, *run_ids)):
+        for run_id, row_suite, name, metrics in conn.execute(query, args):
             try:
                 values = json.loads(metrics)
             except ValueError:
                 continue
             if isinstance(values, dict):
-                out.setdefault(run_id, {})[name] = {
+                out.setdefault(run_id, {})[(row_suite, name)] = {
                     k: float(v) for k, v in values.items()
                     if isinstance(v, (int, float)) and not isinstance(v, bool)}
     return out

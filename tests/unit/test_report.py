@@ -218,8 +218,8 @@ def test_the_page_is_self_contained_and_has_trend_plots(tmp_path):
     assert remote_references(html) == []
     p = parse(html)
     svgs = [t for t, _ in p.tags if t == "svg"]
-    # stages, the suites' bars, throughput and three latencies
-    assert len(svgs) == 6
+    # stages, the suites' bars, throughput, perf's three latencies and verbs' per_iter
+    assert len(svgs) == 7
     assert "the last 3 runs of plan full" in html
     assert [t for t in p.texts("h4") if t == "rows per suite and status"]
     assert "latency_usec_p99" in html and "test_tcp_iperf3" in html
@@ -304,12 +304,19 @@ def test_perf_puts_rdma_next_to_tcp_and_marks_drops():
                          metric="throughput_mbit_s", value=60.0, baseline=124.8,
                          baseline_run="r0", change_percent=-51.9, threshold_percent=30)
     p = parse(page.runs_html([replace(FULL, warnings=[drop])], None))
-    rows = [t for t in p.texts("tr") if t.startswith(("RDMA", "TCP"))]
-    assert [r.split()[1] for r in rows[:3]] == [
-        "test_rdma[ib_write_bw]", "test_rdma[ib_send_bw]", "test_tcp_iperf3"]
+    # transport, suite, test, ...: the throughput table, then the latency table
+    rows = [cells for cells, _ in p.rows if cells and cells[0] in ("RDMA", "TCP")]
+    assert [(r[0], r[1], r[2]) for r in rows[:3]] == [
+        ("RDMA", "perf", "test_rdma[ib_write_bw]"), ("RDMA", "perf", "test_rdma[ib_send_bw]"),
+        ("TCP", "perf", "test_tcp_iperf3")]
     assert "0.31× TCP" in rows[0] and "throughput_mbit_s -51.9% vs r0" in rows[0]
-    assert [r.split()[1] for r in rows[3:]] == [
+    # verbs' ping-pongs have a throughput too: after the perf suite's rows
+    pingpongs = [r[2] for r in rows[3:9]]
+    assert all(r[1] == "verbs" for r in rows[3:9])
+    assert "test_pingpong[rxe-ibv_rc_pingpong]" in pingpongs
+    assert [r[2] for r in rows[9:]] == [
         "test_rdma[ib_read_lat]", "test_rdma[ib_write_lat]", "test_tcp_qperf_latency"]
+    assert "2.08× TCP" in rows[9]
 
 
 # --- a night ---------------------------------------------------------------------
@@ -370,7 +377,7 @@ def test_the_nightly_page_plots_the_nights_from_the_history(tmp_path):
     runs_dir, _ = runs_with_history(tmp_path, 3)
     (runs_dir / "nightly.json").write_text(json.dumps(a_night().to_dict()))
     html = page.nightly_html(a_night(), runs_dir, runs_dir, history.default_path(runs_dir))
-    assert "the last 3 nights" in html and html.count("<svg") == 5
+    assert "the last 3 nights" in html and html.count("<svg") == 6
     assert remote_references(html) == []
     assert html == page.nightly_html(a_night(), runs_dir, runs_dir,
                                      history.default_path(runs_dir))

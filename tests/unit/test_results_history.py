@@ -166,4 +166,7 @@ def test_trend_queries_give_runs_oldest_first_with_their_counts_and_metrics(tmp_
     assert sum(counts["r1"][smoke].values()) == sum(t.suite == smoke for t in QUICK.tests)
     metrics = history.row_metrics(db, [full.run_id, "r1"], "perf")
     assert list(metrics) == [full.run_id]
-    assert metrics[full.run_id]["test_tcp_iperf3"]["throughput_mbit_s"] == 403.419
+    assert metrics[full.run_id][("perf", "test_tcp_iperf3")]["throughput_mbit_s"] == 403.419
+    everywhere = history.row_metrics(db, [full.run_id, "r1"])
+    assert everywhere["r1"][(smoke, PING)] == next(t.metrics for t in QUICK.tests
+                                                   if t.name == PING)
