@@ -29,7 +29,8 @@ def runs_html(runs: list[RunResult], db: Path | None) -> str:
         if db is None:
             view.history_note = "no history database"
         elif newest[run.plan] != run.run_id:
-            view.history_note = f"see the newer run {newest[run.plan]} of plan {view.plan}"
+            view.history_note = (f"see the newer run {gather.clean(newest[run.plan])} of "
+                                 f"plan {view.plan}")
         else:
             try:
                 view.trend, view.history_note = trends.run_trend(run, db)
