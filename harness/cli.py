@@ -16,6 +16,7 @@ from .bisect import cli as bisect_cli
 from .bisect import reproduce
 from .export import cli as export_cli
 from .nightly import cli as nightly_cli
+from .report import cli as report_cli
 from .results import compare_cli, history_cli
 from .results.safe import printable
 
@@ -47,6 +48,7 @@ def _parser() -> argparse.ArgumentParser:
     bisect_cli.add_parser(sub)
     compare_cli.add_parser(sub)
     export_cli.add_parser(sub)
+    report_cli.add_parser(sub)
     reproduce.add_parser(sub)
     from .vm import gc
     gc.add_parser(sub)
@@ -154,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
         return compare_cli.compare_command(args, console)
     if args.command == "export":
         return export_cli.export_command(args, console)
+    if args.command == "report":
+        return report_cli.report_command(args, console)
     if args.command == "reproduce":
         return reproduce.reproduce_command(args, console)
     if args.command == "gc":

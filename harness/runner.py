@@ -1,8 +1,9 @@
 """One run of a plan: its run directory, preflight, the stage sequence
 (pipeline.py), and the end of the run — crash records, the verdict, the perf
-baseline, results.json / junit.xml and the summary. The run directory is
-written whatever happens (errors, Ctrl-C, SIGTERM), and no QEMU process
-outlives the run."""
+baseline, results.json / junit.xml, the summary, the history index and
+report.html (neither of the last two can change the verdict). The run
+directory is written whatever happens (errors, Ctrl-C, SIGTERM), and no QEMU
+process outlives the run."""
 from __future__ import annotations
 
 import contextlib
@@ -26,6 +27,7 @@ from .errors import EXIT_INFRA, HarnessError, PlanError, is_disk_full
 from .pipeline import Interrupted, Run, Stages
 from .plan import Plan, waiver_for
 from .progress import Progress
+from .report import write_report
 from .results import baseline, history, reproducer
 from .results.crashes import Attribution, node_crashes
 from .results.model import RunResult, WarningRecord
@@ -89,6 +91,7 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
         try:
             _finish(state)
             _index(state, history_db)
+            write_report(state.run_dir, state.result, history_db, state.progress.say)
         finally:
             for sig, handler in old.items():
                 signal.signal(sig, handler)

@@ -19,6 +19,7 @@ from rich.console import Console
 from ..cache import Cache
 from ..errors import EXIT_FAIL, HarnessError
 from ..plan import Plan
+from ..report import write_report
 from ..results import history
 from ..results.model import (BisectResult, BisectStepRecord, RunResult, SuspectedPatch,
                              first_failure)
@@ -101,6 +102,8 @@ def after_run(plan: Plan, result: RunResult, runs_dir: Path, cache: Cache,
         history.record(history_db or history.default_path(runs_dir), result, run_dir)
     except HarnessError as exc:
         console.print(f"history not updated: {printable(str(exc))}")
+    write_report(run_dir, result, history_db or history.default_path(runs_dir),
+                 lambda line: console.print(printable(line), soft_wrap=True))
     console.print(printable(bisect_line(result.bisect, len(rng.patches))), soft_wrap=True)
     return result
 

@@ -214,3 +214,72 @@ def _summary(key: RowKey, seen: list[tuple[str, str]], flaky: bool) -> TestHisto
         streak += 1
     return TestHistory(*key, statuses, tuple(r for _, r in seen), rate,
                        (statuses[0], streak), flaky)
+
+
+# --- trends (harness report's plots) -------------------------------------------
+
+@dataclass(frozen=True)
+class IndexedRun:
+    run_id: str
+    plan: str
+    started: str
+    verdict: str
+
+    @property
+    def order(self) -> tuple[str, str]:
+        """As model.run_order: the start stamp, then the run id."""
+        return (self.started or self.run_id, self.run_id)
+
+
+def indexed_runs(db: Path, plan: str | None = None) -> list[IndexedRun]:
+    """Every indexed run (of `plan`), oldest first; empty without a database."""
+    if not Path(db).is_file():
+        return []
+    with connect(db, create=False) as conn:
+        query, args = "SELECT run_id, plan, started, verdict FROM runs", ()
+        if plan is not None:
+            query, args = query + " WHERE plan = ?", (plan,)
+        found = [IndexedRun(r, p or "", s or "", v or "")
+                 for r, p, s, v in conn.execute(query, args)]
+    return sorted(found, key=lambda run: run.order)
+
+
+def suite_counts(db: Path, run_ids: list[str]) -> dict[str, dict[str, dict[str, int]]]:
+    """run id -> suite -> status -> rows, for the given runs."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    if not run_ids or not Path(db).is_file():
+        return out
+    marks = ",".join("?" * len(run_ids))
+    with connect(db, create=False) as conn:
+        for run_id, suite, status, count in conn.execute(
+                f"SELECT run_id, suite, status, COUNT(*) FROM rows WHERE run_id IN ({marks}) "
+                "GROUP BY run_id, suite, status", run_ids):
+            out.setdefault(run_id, {}).setdefault(suite, {})[status] = count
+    return out
+
+
+def row_metrics(db: Path, run_ids: list[str],
+                suite: str | None = None) -> dict[str, dict[tuple[str, str], dict[str, float]]]:
+    """run id -> (suite, row name) -> metrics, for the rows with metrics of
+    the given runs (of `suite` only, if given); a value that is not a number
+    is dropped."""
+    out: dict[str, dict[tuple[str, str], dict[str, float]]] = {}
+    if not run_ids or not Path(db).is_file():
+        return out
+    marks = ",".join("?" * len(run_ids))
+    query = (f"SELECT run_id, suite, name, metrics FROM rows WHERE run_id IN ({marks}) "
+             "AND metrics IS NOT NULL")
+    args: tuple = tuple(run_ids)
+    if suite is not None:
+        query, args = query + " AND suite = ?", (*args, suite)
+    with connect(db, create=False) as conn:
+        for run_id, row_suite, name, metrics in conn.execute(query, args):
+            try:
+                values = json.loads(metrics)
+            except ValueError:
+                continue
+            if isinstance(values, dict):
+                out.setdefault(run_id, {})[(row_suite, name)] = {
+                    k: float(v) for k, v in values.items()
+                    if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return out

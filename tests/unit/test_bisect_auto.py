@@ -136,6 +136,8 @@ def test_the_answer_lands_in_results_json_the_crash_and_the_summary(failed_run, 
     assert blamed["patch"] == 3 and blamed["how"] == "bisect"
     assert "blame had said: 2 candidates" in blamed["evidence"]
     assert (runs / result.run_id / "junit.xml").is_file()
+    page = (runs / result.run_id / "report.html").read_text()      # written again
+    assert "first bad: patch 3/3 &#34;RDMA/rxe: Warn when a send exceeds" in page
     out = capsys.readouterr().out
     assert ('first bad: patch 3/3 "RDMA/rxe: Warn when a send exceeds the inline limit" '
             '(3 steps, 7 runs, confidence 1.0') in out

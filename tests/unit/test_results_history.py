@@ -149,3 +149,24 @@ def test_an_unwritable_index_does_not_change_the_run(tmp_path):
     assert result.exit_code == 2 and (tmp_path / "runs" / result.run_id / "results.json").exists()
     assert "history not updated" in out.read_text()
     shutil.rmtree(tmp_path / "runs")
+
+
+def test_trend_queries_give_runs_oldest_first_with_their_counts_and_metrics(tmp_path):
+    db = tmp_path / "h.sqlite"
+    assert history.indexed_runs(db) == [] and history.suite_counts(db, ["r1"]) == {}
+    history.record(db, variant("r2", "2026-12-02T01:00:00", "fail"), tmp_path)
+    history.record(db, variant("r1", "2026-12-01T01:00:00"), tmp_path)
+    full = RunResult.load(DATA / "full-every-suite.json")
+    history.record(db, full, tmp_path)
+    assert [r.run_id for r in history.indexed_runs(db, "quickstart")] == ["r1", "r2"]
+    assert [r.run_id for r in history.indexed_runs(db)] == ["r1", full.run_id, "r2"]
+    counts = history.suite_counts(db, ["r1", "r2"])
+    smoke = {t.suite for t in QUICK.tests if t.name == PING}.pop()
+    assert counts["r2"][smoke]["fail"] == 1 and "fail" not in counts["r1"][smoke]
+    assert sum(counts["r1"][smoke].values()) == sum(t.suite == smoke for t in QUICK.tests)
+    metrics = history.row_metrics(db, [full.run_id, "r1"], "perf")
+    assert list(metrics) == [full.run_id]
+    assert metrics[full.run_id][("perf", "test_tcp_iperf3")]["throughput_mbit_s"] == 403.419
+    everywhere = history.row_metrics(db, [full.run_id, "r1"])
+    assert everywhere["r1"][(smoke, PING)] == next(t.metrics for t in QUICK.tests
+                                                   if t.name == PING)

@@ -1,0 +1,40 @@
+"""The report's view records into one HTML page (jinja2 templates in
+templates/, every value escaped: autoescape on; only the SVG plots, which
+matplotlib wrote and escaped, go in as they are). The page is polyglot: it
+parses as XML too, and needs nothing from the network."""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import jinja2
+
+from .view import NightlyPage, RunsPage
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return ""
+    if value >= 120:
+        minutes, seconds = divmod(round(value), 60)
+        return f"{minutes} min {seconds:02d} s"
+    return f"{value:.1f} s"
+
+
+@functools.cache
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True, keep_trailing_newline=True)
+    env.filters["seconds"] = _seconds
+    return env
+
+
+def render_runs(page: RunsPage) -> str:
+    return environment().get_template("runs.html.j2").render(page=page)
+
+
+def render_nightly(page: NightlyPage) -> str:
+    return environment().get_template("nightly.html.j2").render(page=page)
