@@ -73,6 +73,7 @@ class Night:
         finally:
             self.result.finished = _now()
             self._write()
+            self._page()
         return self.result
 
     def _source(self, job: Job) -> SourceSpec:
@@ -204,6 +205,20 @@ class Night:
         if night.message and night.kind in ("error", "skipped"):
             line += f": {night.message}"
         self.console.print(printable(line), soft_wrap=True)
+
+    def _page(self) -> None:
+        """The night's report.html in the runs directory; a page that cannot
+        be made costs the night a line, nothing else."""
+        try:
+            from ..report.page import nightly_html
+            db = history.default_path(self.runs_dir)
+            html = nightly_html(self.result, self.runs_dir, self.runs_dir,
+                                db if db.is_file() else None)
+            write_atomic(self.runs_dir / "report.html", html)
+            self.console.print(printable(f"report: {self.runs_dir / 'report.html'}"))
+        except Exception as exc:  # noqa: BLE001 - never the night's failure
+            self.console.print(printable(f"report.html not written: {type(exc).__name__}: "
+                                         f"{exc}"))
 
     def _write(self) -> None:
         text = json.dumps(self.result.to_dict(), indent=1)

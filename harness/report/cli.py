@@ -33,6 +33,12 @@ def add_parser(sub) -> None:
     parser.add_argument("runs", nargs="*", metavar="RUN_DIR", type=Path)
     parser.add_argument("--nightly", type=Path, default=None, metavar="DIR",
                         help="the directory of a night: nightly.json and its runs")
+    parser.add_argument("--merge", nargs="+", type=Path, default=None, metavar="DIR",
+                        help="join the runs directories of a night's shards (`harness "
+                             "nightly --shard I/N` on N machines) into --runs-dir: runs, "
+                             "ledger, nightly.json and history; then the night's page there")
+    parser.add_argument("--runs-dir", type=Path, default=Path("runs"),
+                        help="with --merge: the directory the shards are joined into")
     parser.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
                         help="where the page goes (`-` for standard output)")
     parser.add_argument("--history", type=Path, default=None, metavar="FILE",
@@ -88,10 +94,19 @@ def _output(args: argparse.Namespace, default: Path) -> Path | None:
 
 def report_command(args: argparse.Namespace, console: Console) -> int:
     try:
+        if args.merge is not None:
+            if args.runs or args.nightly is not None:
+                raise PlanError("--merge DIR...: not with run directories or --nightly")
+            from ..nightly.merge import merge
+            merged = merge(args.merge, args.runs_dir)
+            console.print(printable(f"merged {len(args.merge)} shard(s) of {merged.name}: "
+                                    f"{len(merged.jobs)} of {merged.matrix} jobs in "
+                                    f"{args.runs_dir}"), soft_wrap=True)
+            args.nightly = args.runs_dir
         if args.nightly is not None and args.runs:
             raise PlanError("give run directories or --nightly DIR, not both")
         if args.nightly is None and not args.runs:
-            raise PlanError("give one or more run directories, or --nightly DIR")
+            raise PlanError("give one or more run directories, --nightly DIR or --merge DIR...")
         from . import page          # matplotlib is loaded only when a page is made
         if args.nightly is not None:
             night = _load_night(args.nightly)

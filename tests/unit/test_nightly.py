@@ -226,3 +226,22 @@ def test_merging_shards_gives_one_night_one_ledger_one_history(tmp_path):
     with pytest.raises(Exception) as err:
         merge([tmp_path / "nosuch"], out)
     assert "no nightly.json" in str(err.value)
+
+
+def test_report_merge_joins_shards_and_writes_the_nights_page(tmp_path):
+    from harness.report.cli import add_parser, report_command
+    import argparse
+    one = _shard_dir(tmp_path, "1of2", "20261201-010000-quickstart-aaaa", "ja")
+    two = _shard_dir(tmp_path, "2of2", "20261201-010500-quickstart-bbbb", "jb")
+    parser = argparse.ArgumentParser()
+    add_parser(parser.add_subparsers(dest="command"))
+    out = tmp_path / "merged"
+    args = parser.parse_args(["report", "--merge", str(one), str(two), "--runs-dir", str(out)])
+    console = Console(record=True, width=300)
+    assert report_command(args, console) == 0, console.export_text()
+    assert sorted(j.job.id for j in NightlyResult.load(out / "nightly.json").jobs) == ["ja", "jb"]
+    page = (out / "report.html").read_text()
+    assert "20261201-010000-quickstart-aaaa" in page and "20261201-010500-quickstart-bbbb" in page
+    bad = parser.parse_args(["report", "--merge", str(tmp_path / "nosuch"), "--runs-dir",
+                             str(out)])
+    assert report_command(bad, Console(record=True)) == 2
