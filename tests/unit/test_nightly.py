@@ -245,3 +245,25 @@ def test_report_merge_joins_shards_and_writes_the_nights_page(tmp_path):
     bad = parser.parse_args(["report", "--merge", str(tmp_path / "nosuch"), "--runs-dir",
                              str(out)])
     assert report_command(bad, Console(record=True)) == 2
+
+
+@pytest.mark.parametrize("name", ["gitlab-ci.yml", "github-actions.yml"])
+def test_the_documented_ci_configurations_run_the_nightly_sharded_and_merge(name):
+    import yaml
+    text = (REPO / "docs" / "ci" / name).read_text()
+    data = yaml.safe_load(text)
+    assert isinstance(data, dict)
+    scripts = json.dumps(data)
+    assert "harness nightly plans/nightly.yaml" in scripts and "--shard" in scripts
+    assert "report --merge" in scripts and "export kcidb" in scripts
+    assert "report.html" in scripts
+    if name == "gitlab-ci.yml":
+        assert data["nightly"]["parallel"] == int(data["variables"]["SHARDS"])
+        assert data["report"]["needs"] == ["nightly"]
+        assert "runs-1 runs-2" in scripts
+    else:
+        assert data["jobs"]["shard"]["strategy"]["matrix"]["shard"] == [1, 2]
+        assert data["jobs"]["report"]["needs"] == "shard"
+        assert "schedule" in data[True]        # YAML 1.1 reads `on` as True
+    # every shard its own runs directory: their nightly.json never overwrite each other
+    assert "runs-$CI_NODE_INDEX" in text or "runs-shard-${{ matrix.shard }}" in text
