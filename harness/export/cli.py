@@ -13,7 +13,7 @@ from rich.console import Console
 
 from ..cache import write_atomic
 from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
-from ..results.model import RunResult
+from ..results.model import load_run
 from ..results.safe import printable
 from . import kcidb
 from .submit import ENV, FORM, endpoint, submit
@@ -41,16 +41,6 @@ def add_parser(sub) -> None:
                    help=f"also POST it to the KCIDB REST endpoint in ${ENV} ({FORM})")
 
 
-def load(run_dir: Path) -> RunResult:
-    path = run_dir / "results.json"
-    if not path.is_file():
-        raise PlanError(f"{run_dir}: no results.json (not a run directory, or the run has "
-                        "not finished)")
-    try:
-        return RunResult.load(path)
-    except (OSError, ValueError, TypeError) as exc:
-        raise PlanError(f"{path}: not readable as a results.json ({exc})") from None
-
 
 def export_command(args: argparse.Namespace, console: Console) -> int:
     """`console` is the command's (stdout); errors go to stderr, as stdout may
@@ -60,7 +50,7 @@ def export_command(args: argparse.Namespace, console: Console) -> int:
         kcidb.check_origin(args.origin)
         if args.submit:
             endpoint(os.environ.get(ENV))         # unset or malformed: before any output
-        loaded = [(run_dir, load(run_dir)) for run_dir in args.run_dirs]
+        loaded = [(run_dir, load_run(run_dir)) for run_dir in args.run_dirs]
         data = kcidb.to_kcidb([run for _, run in loaded], args.origin,
                               {run.run_id: run_dir for run_dir, run in loaded})
         try:

@@ -13,7 +13,7 @@ from ..cache import write_atomic
 from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
 from ..nightly.model import NightlyResult
 from ..results import history
-from ..results.model import RunResult
+from ..results.model import load_run
 from ..results.safe import printable
 
 NIGHTLY_FILE = "nightly.json"
@@ -52,16 +52,6 @@ def _run_dir(path: Path) -> Path:
     """A run directory, or the directory of a results file given instead."""
     return path.parent if path.is_file() else path
 
-
-def _load_run(path: Path) -> RunResult:
-    results = path if path.is_file() else path / "results.json"
-    if not results.is_file():
-        raise PlanError(f"{path}: no results.json (not a run directory, or the run has not "
-                        "finished)")
-    try:
-        return RunResult.load(results)
-    except (OSError, ValueError, TypeError) as exc:
-        raise PlanError(f"{results}: not readable as a results.json ({exc})") from None
 
 
 def _load_night(directory: Path) -> NightlyResult:
@@ -115,7 +105,7 @@ def report_command(args: argparse.Namespace, console: Console) -> int:
                                      out.parent if out is not None else args.nightly,
                                      _history(args, args.nightly))
         else:
-            runs = [_load_run(p) for p in args.runs]
+            runs = [load_run(p) for p in args.runs]
             ids = [r.run_id for r in runs]
             duplicate = next((i for i in ids if ids.count(i) > 1), None)
             if duplicate:

@@ -16,7 +16,7 @@ from . import history
 from .baseline import DEFAULT_THRESHOLD_PERCENT
 from .codec import to_plain
 from .compare import Comparison, RowChange, compare
-from .model import RunResult, read_runs, run_order
+from .model import RunResult, load_run, read_runs, run_order
 from .safe import printable
 
 DEFAULT_RUNS_DIR = Path("runs")
@@ -64,16 +64,6 @@ def compare_command(args: argparse.Namespace, console: Console) -> int:
 
 # --- which runs ----------------------------------------------------------------
 
-def _load(run_dir: Path) -> RunResult:
-    path = run_dir / "results.json"
-    if not path.is_file():
-        raise PlanError(f"{run_dir}: no results.json (not a run directory, or the run "
-                        "has not finished)")
-    try:
-        return RunResult.load(path)
-    except (OSError, ValueError, TypeError) as exc:
-        raise PlanError(f"{path}: not readable as a results.json ({exc})") from None
-
 
 def _resolve(ref: str, runs_dir: Path) -> Path:
     """A run id in runs_dir, or a path to a run directory."""
@@ -115,7 +105,7 @@ def _select(args: argparse.Namespace):
                     else DEFAULT_RUNS_DIR)
     if args.run:
         current_dir = _resolve(args.run, runs_dir)
-        current = _load(current_dir)
+        current = load_run(current_dir)
     else:
         if not runs_dir.is_dir():
             raise PlanError(f"runs directory {runs_dir} does not exist (give --runs-dir "
@@ -124,10 +114,10 @@ def _select(args: argparse.Namespace):
         if not runs:
             raise PlanError(f"no runs with a results.json in {runs_dir}")
         current_dir = max(runs, key=lambda c: c.order).run_dir
-        current = _load(current_dir)
+        current = load_run(current_dir)
     if args.against:
         base_dir = _resolve(args.against, runs_dir)
-        base = _load(base_dir)
+        base = load_run(base_dir)
     else:
         db = args.history or runs_dir / history.DEFAULT_NAME
         earlier = [c for c in (_candidates(runs_dir, db) if runs_dir.is_dir() else [])
@@ -139,7 +129,7 @@ def _select(args: argparse.Namespace):
                 f"no earlier run of plan {current.plan!r} from {origin} in {runs_dir} to "
                 f"compare {current.run_id} with (name one with --against)")
         base_dir = max(earlier, key=lambda c: c.order).run_dir
-        base = _load(base_dir)
+        base = load_run(base_dir)
     if base_dir.resolve() == current_dir.resolve() or base.run_id == current.run_id:
         raise PlanError(f"run {current.run_id} compared with itself (give another "
                         "--against)")

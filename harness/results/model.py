@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from ..errors import PlanError
 from .codec import EMPTY, OMIT, from_plain, to_plain
 
 # xfail: failed as an expectation (suites/expectations) says it does;
@@ -380,3 +381,18 @@ def read_runs(runs_dir: Path) -> list[tuple[Path, RunResult | str]]:
         except (OSError, ValueError, TypeError) as exc:
             found.append((path.parent, str(exc)))
     return found
+
+
+def load_run(path: Path) -> RunResult:
+    """The results of a run directory (or of a results.json given instead),
+    for the commands that take run directories; PlanError (exit 2) naming it
+    when it is none or cannot be read."""
+    path = Path(path)
+    results = path if path.is_file() else path / "results.json"
+    if not results.is_file():
+        raise PlanError(f"{path}: no results.json (not a run directory, or the run has not "
+                        "finished)")
+    try:
+        return RunResult.load(results)
+    except (OSError, ValueError, TypeError) as exc:
+        raise PlanError(f"{results}: not readable as a results.json ({exc})") from None
