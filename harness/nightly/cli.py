@@ -65,6 +65,14 @@ def nightly_command(args: argparse.Namespace, console: Console) -> int:
         console.print("interrupted: nightly.json has the jobs done so far")
         return EXIT_INFRA
     kinds = [j.kind for j in result.jobs]
+    for job in result.ordered():          # what needs a look, most urgent first
+        if job.kind in ("regression", "error", "fixed"):
+            culprit = (f"; first bad {job.bisect_culprit[:12]} \"{job.bisect_subject}\""
+                       if job.bisect_culprit else "")
+            why = "; ".join(job.reasons[:2]) or job.message
+            console.print(printable(f"{job.kind}: {job.job.source} {job.job.plan} "
+                                    f"{job.run_id or ''}{culprit}" + (f" — {why}" if why else "")),
+                          soft_wrap=True)
     console.print(printable(
         f"nightly {config.name}: " + ", ".join(f"{kinds.count(k)} {k}" for k in
                                                 ("regression", "error", "fixed", "flaky",

@@ -221,6 +221,7 @@ class Night:
                                          f"{exc}"))
 
     def _write(self) -> None:
+        self.result.jobs = self.result.ordered()        # new regressions first
         text = json.dumps(self.result.to_dict(), indent=1)
         write_atomic(self.runs_dir / "nightly.json", text)
         stamp = self.result.started.replace(":", "").replace("+0000", "Z")   # one per night

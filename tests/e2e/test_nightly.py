@@ -101,3 +101,27 @@ def test_two_shards_run_disjoint_halves_and_merge_into_the_unsharded_night(
     assert summary(merged) == summary(whole) and merged["shard"] == ""
     assert (merged_dir / "history.sqlite").is_file()
     assert len([p for p in merged_dir.iterdir() if (p / "results.json").is_file()]) == 2
+
+
+def test_an_interrupted_night_keeps_what_it_did_and_leaves_no_guest(config, tmp_path):
+    import signal
+    from ..conftest import qemu_pids
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([*HARNESS, "nightly", str(config), "--runs-dir", str(runs)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for line in proc.stdout:                  # the first job's run has started
+        if "  run " in line:
+            break
+    deadline = time.monotonic() + 300
+    while not qemu_pids(runs) and time.monotonic() < deadline:   # ... and booted its guests
+        time.sleep(0.5)
+    assert qemu_pids(runs), "the job's guests never started"
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 3, out[-3000:]
+    assert "interrupted" in out
+    (run_dir,) = [p for p in runs.iterdir() if (p / "results.json").is_file()]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["verdict"] == "error" and "SIGTERM" in results["error"]
+    assert (runs / "nightly.json").is_file()           # the night so far
+    assert not qemu_pids(runs)

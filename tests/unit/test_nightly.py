@@ -172,6 +172,7 @@ def test_a_night_runs_new_heads_skips_known_ones_and_says_so(tmp_path):
     assert job.run_id and (runs / job.run_id / "results.json").is_file()
     saved = NightlyResult.load(runs / "nightly.json")
     assert saved.jobs[0].run_id == job.run_id and saved.matrix == 1
+    assert (runs / "report.html").is_file()
     # a harness failure is no result: the head is not recorded and runs again
     assert Ledger.load(Ledger.path(runs, "n")).ran(job.job.id, head) is None
     # a head the ledger has is skipped, in well under the 10 s the issue allows
@@ -267,3 +268,13 @@ def test_the_documented_ci_configurations_run_the_nightly_sharded_and_merge(name
         assert "schedule" in data[True]        # YAML 1.1 reads `on` as True
     # every shard its own runs directory: their nightly.json never overwrite each other
     assert "runs-$CI_NODE_INDEX" in text or "runs-shard-${{ matrix.shard }}" in text
+
+
+def test_nightly_json_lists_regressions_first(tmp_path):
+    config = _config(tmp_path, "  - {name: a, debian_package: p}\n")
+    night = Night(config, tmp_path / "runs", Cache(tmp_path / "cache"), Console(record=True))
+    for kind in ("unchanged", "skipped", "regression", "fixed", "error"):
+        night._record(JobNight(Job(kind, kind, "p"), "h", "ran", kind))
+    saved = NightlyResult.load(tmp_path / "runs" / "nightly.json")
+    assert [j.kind for j in saved.jobs] == ["regression", "error", "fixed", "unchanged",
+                                            "skipped"]
