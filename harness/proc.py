@@ -61,9 +61,11 @@ def kill_group(popen: subprocess.Popen, grace: float = 5.0) -> None:
 def run(argv: Sequence[str | os.PathLike], *, timeout: float | None = None,
         cwd: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
         log: Path | None = None, check: bool = False, input: str | None = None,
-        error: type[Exception] = ProcError) -> Completed:
+        error: type[Exception] = ProcError, grace: float = 5.0) -> Completed:
     """Run argv to completion. With `log`, stdout+stderr go (appended) to that file
-    and `stdout` of the result is empty; otherwise both are captured as text."""
+    and `stdout` of the result is empty; otherwise both are captured as text.
+    Interrupted or timed out, the command gets SIGTERM and `grace` seconds to
+    end before SIGKILL."""
     args = [str(a) for a in argv]
     start = time.monotonic()
     out: IO | int = subprocess.PIPE
@@ -89,10 +91,10 @@ def run(argv: Sequence[str | os.PathLike], *, timeout: float | None = None,
         stdout, stderr = popen.communicate(input=input.encode() if input else None,
                                            timeout=timeout)
     except subprocess.TimeoutExpired:
-        kill_group(popen)
+        kill_group(popen, grace)
         raise error(f"{' '.join(args[:3])}... timed out after {timeout:.0f} s", 3)
     except BaseException:
-        kill_group(popen)
+        kill_group(popen, grace)
         raise
     finally:
         if logf:

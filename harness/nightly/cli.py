@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 from pathlib import Path
 
 from rich.console import Console
@@ -14,6 +15,9 @@ from . import config as config_mod
 from .matrix import expand, parse_shard, shard
 from .ledger import Ledger
 from .night import Night
+
+# the terminal, a CI job's cancel, a closed SSH session
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def add_parser(sub) -> None:
@@ -58,12 +62,27 @@ def nightly_command(args: argparse.Namespace, console: Console) -> int:
             console.print(printable(f"{job.id} {job.source} {job.plan} "
                                     + " ".join(job.overrides)), soft_wrap=True)
         return EXIT_PASS
+    stopped: list[str] = []
+
+    def stop(signum, frame):
+        # set explicitly: a night started in the background inherits SIGINT
+        # ignored; once only: the clean-up (the job's run directory, nightly.json)
+        # is not cut short by a second signal
+        stopped.append(signal.Signals(signum).name)
+        if len(stopped) == 1:
+            raise KeyboardInterrupt(stopped[0])
+
+    old = {s: signal.signal(s, stop) for s in STOPPING}
     try:
         result = Night(config, args.runs_dir, cache, console, (index, count), args.jobs,
                        args.bisect_repeat).run()
     except KeyboardInterrupt:
-        console.print("interrupted: nightly.json has the jobs done so far")
+        console.print(f"interrupted by {stopped[0] if stopped else 'SIGINT'}: nightly.json "
+                      "has the jobs done so far")
         return EXIT_INFRA
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
     kinds = [j.kind for j in result.jobs]
     for job in result.ordered():          # what needs a look, most urgent first
         if job.kind in ("regression", "error", "fixed"):

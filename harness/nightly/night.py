@@ -33,6 +33,9 @@ from .matrix import expand, shard
 from .model import FAILED_TO_RUN, RAN, SKIPPED, Job, JobNight, NightlyResult
 
 RUN_TIMEOUT = 6 * 3600
+# an interrupted night's job: SIGTERM, then this long for `harness run` to stop
+# its guests and write its run directory (history, report.html) before SIGKILL
+RUN_GRACE = 120.0
 _RUN_DIR = re.compile(r"run directory: (\S+)\s*$", re.M)
 
 
@@ -134,7 +137,7 @@ class Night:
         self.console.print(printable(f"  run {job.source} {job.plan} at {head.head[:40]} "
                                      f"(log {log})"))
         # a wide terminal: the summary's "run directory:" line is never wrapped
-        done = proc.run(argv, timeout=RUN_TIMEOUT, log=log,
+        done = proc.run(argv, timeout=RUN_TIMEOUT, log=log, grace=RUN_GRACE,
                         env={**os.environ, "COLUMNS": "100000"})
         found = _RUN_DIR.findall(log.read_text(errors="replace"))
         night = JobNight(job, head.head, RAN, exit_code=done.returncode)
