@@ -150,9 +150,14 @@ def _append(log: Path, text: str) -> None:
         f.write(text)
 
 
-def _load(entry: Path, key: str, cached: bool, log: Path) -> KernelBuild:
+def load(entry: Path, key: str) -> KernelBuild:
+    """A kernel the build cache holds (entry: its directory)."""
+    return _load(entry, key, True, None)
+
+
+def _load(entry: Path, key: str, cached: bool, log: Path | None) -> KernelBuild:
     warnings = tuple(w for w in (entry / "warnings.txt").read_text().splitlines() if w)
-    if cached:
+    if cached and log is not None:
         _append(log, f"build cache hit: {entry} (no make run)\n")
     return KernelBuild(
         release=(entry / "release").read_text().strip(), bzimage=entry / "bzImage",

@@ -14,6 +14,7 @@ from .errors import EXIT_BAD_INPUT, HarnessError
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
+from .devloop import cli as devloop_cli
 from .export import cli as export_cli
 from .nightly import cli as nightly_cli
 from .report import cli as report_cli
@@ -53,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     from .vm import gc
     gc.add_parser(sub)
     nightly_cli.add_parser(sub)
+    devloop_cli.add_parsers(sub, _add_run_options)
+    from .devloop import reload
+    reload.add_parser(sub, _add_run_options)
     return parser
 
 
@@ -99,6 +103,11 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--history", type=Path, default=None, metavar="FILE",
                         help="the runs' index the run is added to (default: "
                              "<runs-dir>/history.sqlite)")
+    if parser.prog.split()[-1] not in ("boot", "reload"):
+        parser.add_argument("--keep-on-failure", action="store_true",
+                            help="a failing run keeps its nodes up for inspection (harness "
+                                 "ssh / console / stop; they stop by themselves after --ttl)")
+        devloop_cli.add_ttl(parser)
 
 
 def _add_config(sub) -> None:
@@ -131,8 +140,21 @@ def _add_config(sub) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if argv[:1] == ["ssh"] and "--" in argv:      # harness ssh [RUN] [NODE] -- CMD...
+        cut = argv.index("--")
+        argv, command = argv[:cut], argv[cut + 1:]
     args = _parser().parse_args(argv)
     console = make_console()
+    if args.command in ("ssh", "console", "stop", "ps"):
+        try:
+            if args.command == "ssh":
+                return devloop_cli.ssh_command(args, command, console)
+            return getattr(devloop_cli, f"{args.command}_command")(args, console)
+        except HarnessError as exc:
+            console.print(f"[bold red]error:[/] {printable(str(exc))}")
+            return exc.exit_code
     if args.command == "doctor":
         if args.uri or args.passthrough:
             codes = []
@@ -165,12 +187,17 @@ def main(argv: list[str] | None = None) -> int:
         return gc.gc_command(args, console)
     if args.command == "nightly":
         return nightly_cli.nightly_command(args, console)
+    if args.command == "reload":
+        from .devloop import reload
+        return reload.reload_command(args, console)
     from .cache import Cache
     from .runner import run
     try:
         plan = plan_mod.load(args.plan, args.overrides)
         if args.command == "series":
             plan = _series_plan(plan, args)
+        elif args.command == "boot":
+            pass
         else:
             plan = _with_series_suites(plan, args.overrides)
         if args.bisect:
@@ -186,6 +213,13 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[bold red]error:[/] --runs-dir {printable(str(args.runs_dir))}: "
                       f"{exc.strerror}")
         return EXIT_BAD_INPUT
+    if args.command == "boot" or args.keep_on_failure:
+        try:
+            return devloop_cli.keep_run(plan, args, console,
+                                        "boot" if args.command == "boot" else "failure")
+        except HarnessError as exc:
+            console.print(f"[bold red]error:[/] {printable(str(exc))}")
+            return exc.exit_code
     result = run(plan, args.runs_dir, cache, console, args.history)
     if plan.bisect:
         from .bisect import auto

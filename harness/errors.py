@@ -109,3 +109,17 @@ def is_disk_full(exc: BaseException) -> bool:
     import errno
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 
+
+
+class DevloopError(HarnessError):
+    """Kept-up runs (harness/devloop/): none kept, an unknown run or node, a
+    supervisor that does not answer."""
+
+    stage = "devloop"
+
+
+class ReloadError(HarnessError):
+    """`harness reload`: the new modules could not be put into the guests, or
+    unloaded and loaded again."""
+
+    stage = "reload"

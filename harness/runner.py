@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import traceback
 from pathlib import Path
+from typing import Callable
 
 import yaml
 from rich.console import Console
@@ -47,9 +48,15 @@ def new_run_dir(runs_dir: Path, plan: Plan) -> tuple[str, Path]:
 
 
 def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
-        console: Console | None = None, history_db: Path | None = None) -> RunResult:
+        console: Console | None = None, history_db: Path | None = None, *,
+        body: Callable[[Run], None] | None = None,
+        keep: Callable[[Run], bool] | None = None) -> RunResult:
     """Run `plan`; the run is indexed in `history_db` (default
-    <runs_dir>/history.sqlite) when it ends."""
+    <runs_dir>/history.sqlite) when it ends. `body`: the stages (default all
+    of them; `harness boot` stops after the boot, `harness reload` works on
+    nodes it attached to); `keep(state)`, asked once the stages end: True
+    leaves the nodes running (devloop/: `harness boot`, --keep-on-failure),
+    their consoles read as they are."""
     progress = Progress(console)
     started = datetime.datetime.now().isoformat(timespec="seconds")
     try:
@@ -72,7 +79,7 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
 
     old = {s: signal.signal(s, interrupt) for s in _STOPPING}
     try:
-        _stages(state)
+        (body or stages)(state)
     except HarnessError as exc:
         result.error, result.exit_code = f"{exc.stage}: {exc}", exc.exit_code
     except Interrupted as exc:
@@ -89,7 +96,7 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
         for sig in _STOPPING:
             signal.signal(sig, _finishing(state))
         try:
-            _finish(state)
+            _finish(state, keep)
             _index(state, history_db)
             write_report(state.run_dir, state.result, history_db, state.progress.say)
         finally:
@@ -202,7 +209,8 @@ def check_kconfig_base(plan: Plan) -> None:
                         f"defconfig, and as a .config file it {problem}")
 
 
-def _stages(state: Run) -> None:
+def stages(state: Run, test: bool = True) -> None:
+    """Every stage of a run (`test=False`: up to the nodes answering SSH)."""
     state.logs.mkdir()
     preflight(state.plan)
     baseline.check_choice(state.plan.perf.baseline, state.run_dir.parent,
@@ -210,11 +218,13 @@ def _stages(state: Run) -> None:
     pipeline.kernel(state)
     img, moddisk = pipeline.guest_image(state)
     pipeline.boot(state, img, moddisk)
-    pipeline.test(state)
+    if test:
+        pipeline.test(state)
 
 
-def _finish(state: Run) -> None:
-    """Stop the nodes, read their consoles, decide and write the results."""
+def _finish(state: Run, keep: Callable[[Run], bool] | None = None) -> None:
+    """Stop the nodes (unless `keep` keeps them), read their consoles, decide
+    and write the results."""
     result, plan = state.result, state.plan
     kernel = state.kernel
     attribution = Attribution(
@@ -227,12 +237,16 @@ def _finish(state: Run) -> None:
             with contextlib.suppress(Exception):
                 dmesg = node.session.run(["dmesg"], timeout=60)
                 (node.dir / "dmesg.txt").write_text(dmesg.stdout)
-        node.stop()
+    kept = bool(state.nodes) and keep is not None and keep(state)
+    for node in state.nodes:
+        if not kept:
+            node.stop()
         hang_line = 0
         if node.hang is not None:
-            hang_line = node.console.read_bytes()[:node.hang.console_offset].count(b"\n") + 1
-        result.crashes += node_crashes(node.name, node.console_text(), attribution,
-                                       node.hang, hang_line)
+            hang_line = node.console.read_bytes()[
+                node.console_start:node.hang.console_offset].count(b"\n") + 1
+        result.crashes += node_crashes(node.name, node.console_text(node.console_start),
+                                       attribution, node.hang, hang_line)
     result.perf, result.warnings = baseline.compare_run(
         result, state.run_dir.parent, plan.perf.baseline, plan.perf.threshold_percent)
     drops = result.warnings if plan.perf.fail_on_regression else []

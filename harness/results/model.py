@@ -309,6 +309,34 @@ class ExpectationsSummary:
     lifted: list[ExpectationEntry] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class KeptRecord:
+    """A run whose nodes were left up (`harness boot`, --keep-on-failure)."""
+    why: str                       # boot | failure
+    until: str                     # ISO time the nodes stop by themselves
+    ttl_seconds: int
+
+
+@dataclass(frozen=True)
+class ReloadedModule:
+    name: str
+    path: str                      # under /lib/modules/<release>/ in the guests
+    build_id: str                  # of the new .ko (readelf -n), checked in every node
+    srcversion: str = ""
+
+
+@dataclass(frozen=True)
+class ReloadRecord:
+    """What `harness reload` did to the kept run `of` before the suites ran."""
+    of: str                        # the kept run's id
+    action: str                    # modules | reboot | none
+    why: str                       # e.g. "only modules changed: rdma_rxe"
+    modules: list[ReloadedModule] = field(default_factory=list)
+    reloaded: list[str] = field(default_factory=list)    # unload/load order, loaded again
+    links: list[str] = field(default_factory=list)       # rdma links made again
+    seconds: float = 0.0
+
+
 @dataclass
 class RunResult:
     run_id: str
@@ -330,6 +358,8 @@ class RunResult:
     warnings: list[WarningRecord] = field(default_factory=list)
     expectations: ExpectationsSummary | None = field(default=None, metadata=EMPTY)
     bisect: BisectResult | None = field(default=None, metadata=OMIT)   # --bisect runs
+    kept: KeptRecord | None = field(default=None, metadata=OMIT)
+    reload: ReloadRecord | None = field(default=None, metadata=OMIT)
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:

@@ -85,6 +85,9 @@ class Node:
         self.hang: Hang | None = None         # set by the watchdog
         self._started = 0.0
         self._ssh_attempts = 0
+        # where this run's part of the console begins (a node a reload
+        # attached to has an earlier run's console before it)
+        self.console_start = 0
 
     @property
     def name(self) -> str:

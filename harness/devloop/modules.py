@@ -1,0 +1,191 @@
+"""What a rebuild changed, and new modules into running guests.
+
+`compare(old, new)` tells a reload what to do: nothing, put changed modules
+in (only .ko files changed, the same set of modules with the same
+dependencies), or reboot (the kernel image, the release, the module set or
+modules.dep changed). `put_in(...)` does the modules part on every node: the
+new .ko files go to /run/harness-reload and are bind-mounted over the old ones
+(the modules disk is read-only), the loaded ones among them are unloaded with
+everything that holds them (holders first) and loaded again in dependency
+order, the rdma links that went with them are made again, and each module's
+build id in /sys/module/<name>/notes is checked against the new file's."""
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import proc
+from ..build import KernelBuild
+from ..cache import file_digest
+from ..errors import EXIT_INFRA, ReloadError
+from ..guest import Session
+from ..results.model import ReloadedModule
+from ..suites.fabric import PROVIDERS
+
+STAGING = "/run/harness-reload"
+
+
+@dataclass(frozen=True)
+class Change:
+    action: str                      # none | modules | reboot
+    why: str
+    modules: tuple[tuple[str, Path], ...] = ()   # (path under lib/modules/<rel>/, new .ko)
+
+
+def module_name(path: str) -> str:
+    return Path(path).name.split(".ko")[0].replace("-", "_")
+
+
+def _module_files(kb: KernelBuild) -> dict[str, Path]:
+    top = kb.modules_root / "lib" / "modules" / kb.release
+    return {str(p.relative_to(top)): p for p in sorted(top.rglob("*.ko*"))}
+
+
+def _modules_dep(kb: KernelBuild) -> str:
+    dep = kb.modules_root / "lib" / "modules" / kb.release / "modules.dep"
+    return dep.read_text() if dep.exists() else ""
+
+
+def compare(old: KernelBuild, new: KernelBuild) -> Change:
+    if old.key == new.key:
+        return Change("none", "the build is the one the nodes run (nothing changed)")
+    if old.release != new.release:
+        return Change("reboot", f"the kernel release changed ({old.release} -> {new.release})")
+    if file_digest(old.bzimage) != file_digest(new.bzimage):
+        return Change("reboot", "built-in code changed (a new bzImage)")
+    before, after = _module_files(old), _module_files(new)
+    if set(before) != set(after):
+        added = sorted(set(after) - set(before))
+        gone = sorted(set(before) - set(after))
+        return Change("reboot", "the set of modules changed"
+                    + (f" (new: {', '.join(map(module_name, added[:5]))})" if added else "")
+                    + (f" (gone: {', '.join(map(module_name, gone[:5]))})" if gone else ""))
+    if _modules_dep(old) != _modules_dep(new):
+        return Change("reboot", "the modules' dependencies changed (modules.dep)")
+    changed = tuple((rel, after[rel]) for rel in after
+                    if file_digest(before[rel]) != file_digest(after[rel]))
+    if not changed:
+        return Change("none", "the kernel and its modules are the same files")
+    names = ", ".join(module_name(rel) for rel, _ in changed)
+    return Change("modules", f"only modules changed: {names}", changed)
+
+
+def build_id(path: Path) -> str:
+    """The GNU build id of an ELF file (readelf -n), "" without one."""
+    out = proc.run(["readelf", "-n", path], timeout=60).stdout
+    found = re.search(r"Build ID:\s*([0-9a-f]+)", out)
+    return found.group(1) if found else ""
+
+
+def note_build_id(hexdump: str) -> str:
+    """The build id in a raw .note.gnu.build-id section (as /sys/module/<m>/
+    notes/.note.gnu.build-id gives it), from its hex dump."""
+    data = bytes.fromhex(re.sub(r"\s", "", hexdump))
+    if len(data) < 12:
+        return ""
+    namesz, descsz = (int.from_bytes(data[i:i + 4], "little") for i in (0, 4))
+    start = 12 + (namesz + 3) // 4 * 4
+    return data[start:start + descsz].hex()
+
+
+def unload_order(targets: set[str], holders: dict[str, list[str]]) -> list[str]:
+    """`targets` and every module holding one of them (transitively), each
+    after all of its holders: the order rmmod can take them in."""
+    order: list[str] = []
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        if name in order or name in path:
+            return
+        for holder in holders.get(name, []):
+            visit(holder, path + (name,))
+        order.append(name)
+
+    for name in sorted(targets):
+        visit(name, ())
+    return order
+
+
+def parse_links(text: str) -> list[tuple[str, str]]:
+    """(device, netdev) of every `rdma link show` line whose device a soft
+    provider makes (rxe0, siw0: its type is its name's prefix)."""
+    links = []
+    for match in re.finditer(r"^link (\S+?)/\d+ .*?netdev (\S+)", text, re.M):
+        if any(match[1].startswith(p) for p in PROVIDERS):
+            links.append((match[1], match[2]))
+    return links
+
+
+def _holders(session: Session) -> tuple[set[str], dict[str, list[str]]]:
+    out = session.run("cut -d' ' -f1 /proc/modules; echo ==; "
+                      "for d in /sys/module/*/holders; do m=${d%/holders}; "
+                      "echo \"${m##*/}: $(ls $d)\"; done", timeout=120, check=True).stdout
+    loaded, _, rest = out.partition("==")
+    holders = {}
+    for line in rest.splitlines():
+        name, _, held_by = line.partition(":")
+        if name.strip():
+            holders[name.strip()] = held_by.split()
+    return set(loaded.split()), holders
+
+
+def put_in(sessions: list[Session], plan: Change, release: str, timeout: float
+           ) -> tuple[list[ReloadedModule], list[str], list[str]]:
+    """The changed modules into every node; (modules, reload order, links made
+    again). A module that will not unload, load or verify: ReloadError."""
+    top = f"/lib/modules/{release}"
+    records = [ReloadedModule(module_name(rel), rel, build_id(local))
+               for rel, local in plan.modules]
+    order: list[str] = []
+    links: list[str] = []
+    for session in sessions:
+        for rel, local in plan.modules:
+            session.run(["mkdir", "-p", str(Path(f"{STAGING}/{rel}").parent)], timeout=60,
+                        check=True)
+            session.put(local, f"{STAGING}/{rel}")
+        loaded, holders = _holders(session)
+        wanted = {m.name for m in records} & loaded
+        order = unload_order(wanted, holders)
+        made = parse_links(session.run("rdma link show", timeout=60).stdout)
+        script = ["set -e"]
+        for rel, _ in plan.modules:
+            target = shlex.quote(f"{top}/{rel}")
+            script += [f"while mountpoint -q {target}; do umount {target}; done",
+                       f"mount --bind {shlex.quote(f'{STAGING}/{rel}')} {target}"]
+        script += [f"rmmod {name}" for name in order]
+        script += [f"modprobe {name}" for name in reversed(order)]
+        result = session.run("\n".join(script), timeout=timeout)
+        if not result.ok:
+            raise ReloadError(f"{session.node}: putting the new modules in failed:\n"
+                              f"{result.describe()}", EXIT_INFRA)
+        present = session.run("rdma link show", timeout=60).stdout
+        again = [(dev, net) for dev, net in made if f"link {dev}/" not in present]
+        for dev, net in again:
+            provider = next(p for p in PROVIDERS if dev.startswith(p))
+            session.run(["rdma", "link", "add", dev, "type", provider, "netdev", net],
+                        timeout=120, check=True)
+        links = [f"{dev} type {next(p for p in PROVIDERS if dev.startswith(p))} netdev {net}"
+                 for dev, net in again]
+        _verify(session, records, set(order), top)
+    return records, list(reversed(order)), links
+
+
+def _verify(session: Session, records: list[ReloadedModule], loaded: set[str],
+            top: str) -> None:
+    """Every loaded new module runs the new code: its build id in sysfs is the
+    new file's; every file in place is the new file."""
+    for record in records:
+        if record.name in loaded and record.build_id:
+            dump = session.run(f"od -An -tx1 -v /sys/module/{record.name}/notes/"
+                               ".note.gnu.build-id", timeout=60)
+            running = note_build_id(dump.stdout) if dump.ok else ""
+            if running != record.build_id:
+                raise ReloadError(f"{session.node}: {record.name} runs build id "
+                                  f"{running or '(none found)'}, the new file has "
+                                  f"{record.build_id}", EXIT_INFRA)
+        placed = session.run(["cmp", f"{STAGING}/{record.path}", f"{top}/{record.path}"],
+                             timeout=60)
+        if not placed.ok:
+            raise ReloadError(f"{session.node}: {top}/{record.path} is not the new file "
+                              f"after the bind mount:\n{placed.describe()}", EXIT_INFRA)

@@ -1,0 +1,110 @@
+"""`harness reload [RUN]`: after an edit in the tree of a kept-up run, a run
+of its own (a run directory, results, crash detection, the verdict) on the
+same guests:
+
+    source -> kconfig -> build (incremental) -> reload -> test
+
+where `reload` puts changed modules into the running guests (modules.py),
+reboots the nodes with the new kernel when built-in code changed (the
+supervisor restarts them), or does nothing when nothing changed."""
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from .. import build, pipeline, plan as plan_mod, runner
+from ..cache import Cache
+from ..errors import EXIT_BAD_INPUT, HarnessError, PlanError
+from ..pipeline import Run
+from ..results.model import NodeRecord, ReloadRecord
+from ..results.safe import printable
+from . import modules, registry, supervisor
+from .attach import AttachedNode, attach
+
+
+def add_parser(sub, add_run_options) -> None:
+    reload = sub.add_parser(
+        "reload", help="after an edit in a kept run's tree: rebuild, put changed modules "
+                       "into the running nodes (or reboot them when built-in code changed), "
+                       "run the suites again",
+        description="A run directory per reload; exit codes as `harness run`. The kept "
+                    "run's plan is used, with --set and --suites on top.")
+    reload.add_argument("run", nargs="?", metavar="RUN",
+                        help="a kept run's id, prefix or directory (default the newest)")
+    reload.add_argument("--suites", default=None,
+                        help="comma-separated suites to run after the reload (default the "
+                             "plan's; `none` for none)")
+    add_run_options(reload)
+    reload.set_defaults(runs_dir=None)
+
+
+def reload_command(args, console: Console) -> int:
+    try:
+        cache = Cache(args.cache_dir)
+        entry = registry.resolve(cache, args.run)
+        plan = plan_mod.load(entry.plan_file, args.overrides, as_run=True)
+        if args.suites is not None:
+            chosen = tuple(s.strip() for s in args.suites.split(",") if s.strip())
+            plan = dataclasses.replace(plan, suites=() if chosen == ("none",) else chosen)
+        if plan.vm.backend != "qemu":
+            raise PlanError(f"{entry.run_id}: harness reload works with vm.backend: qemu",
+                            EXIT_BAD_INPUT)
+    except HarnessError as exc:
+        console.print(f"[bold red]error:[/] {printable(str(exc))}")
+        return exc.exit_code
+    runs_dir = args.runs_dir or Path(entry.run_dir).parent
+    result = runner.run(plan, runs_dir, cache, console, args.history,
+                        body=lambda state: stages(state, entry), keep=lambda state: True)
+    return result.exit_code
+
+
+def stages(state: Run, entry: registry.KeptRun) -> None:
+    state.logs.mkdir()
+    runner.preflight(state.plan)
+    nodes = attach(entry, state.run_dir / "nodes")
+    state.nodes = list(nodes)
+    pipeline.kernel(state)
+    with state.stages("reload") as info:
+        started = time.monotonic()
+        old = build.load(Path(entry.kernel_entry), Path(entry.kernel_entry).name)
+        new = state.kernel.build
+        change = modules.compare(old, new)
+        state.say(change.why)
+        record = ReloadRecord(entry.run_id, change.action, change.why)
+        if change.action == "modules":
+            put, order, links = modules.put_in([n.session for n in nodes], change,
+                                               new.release, state.plan.test_timeout)
+            record = dataclasses.replace(record, modules=put, reloaded=order, links=links)
+            state.say(f"reloaded {', '.join(order) or 'no loaded module'} on "
+                      f"{len(nodes)} node(s)" + (f"; links again: {', '.join(links)}"
+                                                 if links else ""))
+        elif change.action == "reboot":
+            state.nodes = _reboot(state, entry, new)
+        state.result.reload = dataclasses.replace(
+            record, seconds=round(time.monotonic() - started, 2))
+        info.note = change.action
+    state.result.nodes = [NodeRecord(n.name, n.spec.ssh_port, n.spec.l2_ip,
+                                     round(n.boot_seconds or 0, 2)) for n in state.nodes]
+    if state.plan.suites:
+        pipeline.test(state)
+
+
+def _reboot(state: Run, entry: registry.KeptRun, kb: build.KernelBuild) -> list[AttachedNode]:
+    """The supervisor restarts the nodes with `kb`; attached again."""
+    for node in state.nodes:
+        node.stop()
+    moddisk = pipeline._modules_disk(kb, state.cache, state.logs / "image.log")
+    state.say("rebooting the nodes with the new kernel")
+    answer = supervisor.request(entry, "reboot", timeout=state.plan.vm.boot_timeout + 120,
+                                kernel_entry=str(kb.bzimage.parent), key=kb.key,
+                                moddisk=str(moddisk), tag=state.result.run_id)
+    fresh = registry.resolve(state.cache, entry.run_id)
+    nodes = attach(fresh, state.run_dir / "nodes")
+    for node in nodes:
+        node.console_start = 0
+        node.boot_seconds = answer.get("boot_seconds", {}).get(node.name, 0)
+        state.say(f"{node.name}: SSH answered {node.boot_seconds:.1f} s after QEMU started")
+    return nodes
