@@ -16,17 +16,7 @@ from ..guest import Session
 from ..vm import NodeSpec
 from ..vm.node import Node
 from ..vm.qemu import QMP_TIMEOUT, qmp_once
-from .registry import KeptNode, KeptRun
-
-
-def running(pid: int) -> bool:
-    """The process exists and is not a zombie (a QEMU that died stays one
-    until its supervisor reaps it)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+from .registry import KeptNode, KeptRun, running
 
 
 class AttachedNode(Node):

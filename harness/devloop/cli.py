@@ -237,7 +237,7 @@ def stop_command(args, console: Console) -> int:
                           "(its guests die with it)")
             _signal(entry.pid, 9)
             _gone(entry, 10)
-        left = [n.name for n in entry.nodes if n.pid and registry.process_start(n.pid)]
+        left = [n.name for n in entry.nodes if registry.running(n.pid)]
         if left:
             console.print(f"[red]{entry.run_id}: QEMU of {', '.join(left)} still running[/]")
             code = EXIT_INFRA
@@ -271,7 +271,7 @@ def ps_command(args, console: Console) -> int:
              "seconds_left": int(e.left),
              "nodes": [{"name": n.name, "ssh_port": n.port, "l2_ip": n.l2_ip,
                         "backend": n.backend, "pid": n.pid,
-                        "running": bool(n.pid and registry.process_start(n.pid))
+                        "running": registry.running(n.pid)
                         if n.backend == "qemu" else True} for n in e.nodes]}
             for e in kept]
     if args.json:

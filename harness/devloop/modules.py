@@ -165,8 +165,9 @@ def put_in(sessions: list[Session], plan: Change, release: str, timeout: float
             provider = next(p for p in PROVIDERS if dev.startswith(p))
             session.run(["rdma", "link", "add", dev, "type", provider, "netdev", net],
                         timeout=120, check=True)
-        links = [f"{dev} type {next(p for p in PROVIDERS if dev.startswith(p))} netdev {net}"
-                 for dev, net in again]
+        links += [f"{session.node}: {dev} type "
+                  f"{next(p for p in PROVIDERS if dev.startswith(p))} netdev {net}"
+                  for dev, net in again]
         _verify(session, records, set(order), top)
     return records, list(reversed(order)), links
 

@@ -65,12 +65,18 @@ def directory(cache: Cache) -> Path:
 
 
 def process_start(pid: int) -> str:
-    """The process's start time in clock ticks since boot, "" when it is gone."""
+    """The process's start time in clock ticks since boot, "" when it is gone
+    or a zombie (a killed process nobody reaped: PID 1 of a container may not)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return ""
-    return stat.rsplit(")", 1)[1].split()[19]
+    fields = stat.rsplit(")", 1)[1].split()
+    return "" if fields[0] in ("Z", "X") else fields[19]
+
+
+def running(pid: int) -> bool:
+    return bool(pid) and bool(process_start(pid))
 
 
 def alive(entry: KeptRun) -> bool:

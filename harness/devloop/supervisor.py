@@ -51,7 +51,8 @@ def detached(work: Callable[[Tell], int]) -> int:
 
         def tell(word: str, code: int, log: Path | None = None) -> None:
             told.append(word)
-            os.write(write_end, f"{word} {code}\n".encode())
+            with contextlib.suppress(OSError):    # the command was killed: go on alone
+                os.write(write_end, f"{word} {code}\n".encode())
             if word == "KEPT":
                 _detach(write_end, log)
 
