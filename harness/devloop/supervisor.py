@@ -110,6 +110,8 @@ def _detach(pipe: int, log_path: Path | None) -> None:
     os.dup2(log, 2)
     os.close(null)
     os.close(log)
+    sys.stdout = open(1, "w", buffering=1, closefd=False)     # noqa: SIM115 - for the process's life
+    sys.stderr = open(2, "w", buffering=1, closefd=False)     # noqa: SIM115
 
 
 def kept_node(node: Node) -> KeptNode:
