@@ -46,6 +46,8 @@ class KeptRun:
     nodes: tuple[KeptNode, ...] = field(default_factory=tuple)
     kernel_entry: str = ""     # the build cache entry the nodes booted
     moddisk: str = ""
+    accel: str = ""            # kvm | tcg, and why
+    accel_reason: str = ""
 
     @property
     def left(self) -> float:

@@ -66,6 +66,9 @@ def stages(state: Run, entry: registry.KeptRun) -> None:
     runner.preflight(state.plan)
     nodes = attach(entry, state.run_dir / "nodes")
     state.nodes = list(nodes)
+    state.result.kernel.accel = entry.accel or None
+    state.result.kernel.accel_reason = (f"the kept run's ({entry.accel_reason})"
+                                        if entry.accel_reason else None)
     pipeline.kernel(state)
     with state.stages("reload") as info:
         started = time.monotonic()

@@ -165,7 +165,9 @@ class Supervisor:
             control=str(self.control), started=now, deadline=deadline,
             nodes=tuple(kept_node(n) for n in state.nodes),
             kernel_entry=str(kb.bzimage.parent) if kb else "",
-            moddisk=str(state.nodes[0].boot.modules_disk) if state.nodes else "")
+            moddisk=str(state.nodes[0].boot.modules_disk) if state.nodes else "",
+            accel=state.result.kernel.accel or "",
+            accel_reason=state.result.kernel.accel_reason or "")
         write_ssh_config(state.run_dir, self.entry.nodes)
         registry.save(cache, self.entry)
 
