@@ -1,6 +1,7 @@
 """Build stage: tree + .config -> bzImage, modules staging dir, System.map.
 
-Results are cached by (tree commit, .config hash, compiler, make arguments):
+Results are cached by (tree commit and, for a working tree, the hash of its
+uncommitted edits, .config hash, compiler, make arguments):
 a re-run with nothing changed does not call make's build at all. The object
 directory is kept per source tree so a changed input rebuilds incrementally.
 """
@@ -94,7 +95,8 @@ def build(tree: SourceTree, config: ConfigReport, objdir: Path, spec: BuildSpec,
           cache: Cache, log: Path) -> KernelBuild:
     use_ccache = spec.ccache and shutil.which("ccache") is not None
     jobs = spec.jobs or os.cpu_count() or 1
-    key = digest(tree.commit, config.config_hash, compiler_id(), "bzImage modules")
+    # tree.content: the commit, and a working tree's uncommitted edits
+    key = digest(tree.content, config.config_hash, compiler_id(), "bzImage modules")
     entry = cache.get("kernels", key)
     if entry is None:
         with cache.lock("kernels", key):

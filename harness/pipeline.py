@@ -19,7 +19,7 @@ from pathlib import Path
 from . import build, image, kconfig, selftests, series, source, suites
 from .cache import Cache, digest
 from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, SuiteError
-from .plan import Plan, waiver_for
+from .plan import Plan, check_working_tree, waiver_for
 from .progress import Progress
 from .results import reproducer
 from .results.model import (ConfigChange, KconfigResult, NodeRecord, PatchResult, RunResult,
@@ -127,12 +127,17 @@ def kernel(run: Run) -> Kernel:
         tree = source.prepare(plan.kernel, cache, logs / "source.log")
         result.kernel.source, result.kernel.commit = tree.origin, tree.commit
         result.kernel.version = tree.version
+        if tree.working_tree:
+            result.kernel.working_tree, result.kernel.diff_hash = True, tree.diff_hash
+    if tree.working_tree:
+        # the user's checkout: nothing may write it (a series is git am)
+        check_working_tree(plan, plan.source_file or "plan")
     with objdir_for(tree, cache) as objdir:
         if plan.series:
             with run.stages("series") as info:
                 tree = _series(run, tree, objdir)
                 info.note = f"{len(result.patches)} patch(es)"
-        else:
+        elif not tree.working_tree:      # built as it is: no checkout
             series.checkout_base(tree, logs / "source.log")
         with run.stages("kconfig") as info:
             report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / "kconfig.log")

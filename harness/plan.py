@@ -32,7 +32,12 @@ class KernelSpec:
     debian_version: str = "7.2.*"
     debian_suites: tuple[str, ...] = ("sid", "trixie-backports")
     tree: str | None = None
+    # a branch, tag or commit of `tree`; or "working-tree": the checkout as it
+    # is, uncommitted edits included, built without writing to it
     ref: str = "HEAD"
+
+
+WORKING_TREE = "working-tree"
 
 
 @dataclass(frozen=True)
@@ -276,6 +281,7 @@ def _check(plan: Plan, src: str) -> None:
     if plan.build.timeout <= 0:
         raise PlanError(f"{src}: build.timeout: seconds, must be positive, "
                         f"got {plan.build.timeout}")
+    check_working_tree(plan, src)
     if plan.kernel.source == "git" and not plan.kernel.tree:
         raise PlanError(f"{src}: kernel.source is git but kernel.tree is not set "
                         "(e.g. --set kernel.tree=/src/linux)")
@@ -310,6 +316,20 @@ def _check(plan: Plan, src: str) -> None:
                 "max_guests_per_host"):
         if getattr(plan.vm, key) <= 0:
             raise PlanError(f"{src}: vm.{key}: must be positive")
+
+
+def check_working_tree(plan: Plan, src: str) -> None:
+    """`kernel.ref: working-tree` builds a git checkout as it is: a git source,
+    and nothing that writes the checkout (a series is applied with git am)."""
+    if plan.kernel.ref != WORKING_TREE:
+        return
+    if plan.kernel.source != "git":
+        raise PlanError(f"{src}: kernel.ref: {WORKING_TREE} builds the git checkout named "
+                        f"by kernel.tree, not kernel.source: {plan.kernel.source} (set "
+                        "kernel.tree=/path/to/checkout)")
+    if plan.series:
+        raise PlanError(f"{src}: series with kernel.ref: {WORKING_TREE}: series are applied "
+                        "with git am, which writes the checkout: commit them, or use a ref")
 
 
 def _check_passthrough(vm: VmSpec, src: str) -> None:

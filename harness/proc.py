@@ -24,6 +24,7 @@ class Completed:
     stdout: str
     stderr: str
     seconds: float
+    raw_stdout: bytes = b""      # stdout undecoded (names, patches in any encoding)
 
     @property
     def ok(self) -> bool:
@@ -102,7 +103,7 @@ def run(argv: Sequence[str | os.PathLike], *, timeout: float | None = None,
     result = Completed(tuple(args), popen.returncode,
                        (stdout or b"").decode(errors="replace"),
                        (stderr or b"").decode(errors="replace"),
-                       time.monotonic() - start)
+                       time.monotonic() - start, stdout or b"")
     if check and not result.ok:
         where = f" (log: {log})" if log else ""
         raise error(f"{' '.join(args[:4])} failed with exit code "

@@ -26,7 +26,7 @@ from . import image, kconfig, pipeline, series, source, suites
 from .cache import Cache
 from .errors import EXIT_INFRA, HarnessError, PlanError, is_disk_full
 from .pipeline import Interrupted, Run, Stages
-from .plan import Plan, waiver_for
+from .plan import WORKING_TREE, Plan, check_working_tree, waiver_for
 from .progress import Progress
 from .report import write_report
 from .results import baseline, history, reproducer
@@ -35,6 +35,7 @@ from .results.model import RunResult, WarningRecord
 from .results.summary import print_summary
 from .results.verdict import decide, flaky_warnings
 from .results.writers import write_json, write_junit
+from .source import working
 from .suites import expectations
 from .suites import needs as suite_needs
 
@@ -169,7 +170,11 @@ def preflight(plan: Plan) -> None:
         raise PlanError(f"{plan.source_file}: vm.init=systemd needs an image with "
                         f"systemd-sysv; {recipe.path} has none (use image: "
                         "trixie-rdma-systemd)")
-    if plan.kernel.source == "git":
+    # plans made in code (`harness series --tree --ref`) skip the loader's check
+    check_working_tree(plan, str(plan.source_file))
+    if plan.kernel.source == "git" and plan.kernel.ref == WORKING_TREE:
+        working.check(plan.kernel.tree)    # a clean-for-O= git checkout, not bare
+    elif plan.kernel.source == "git":
         source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree",
                                  plan.kernel.ref)
     if plan.vm.backend == "libvirt":       # before a 20-minute build, not after

@@ -23,6 +23,7 @@ from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessEr
 from ..results import reproducer
 from ..results.model import RunResult
 from ..results.safe import printable
+from ..source import git, working
 from .steps import BAD, SKIP, Target, classify, failed_run, matching_rows
 
 
@@ -90,11 +91,27 @@ def plan_for(run_dir: Path, target: Target, repeat: int) -> tuple[plan_mod.Plan,
                             f"reproducer bundle holds {len(bundled)} (a run from before "
                             "bundles existed?)", EXIT_BAD_INPUT)
         plan = dataclasses.replace(plan, series=bundled)
-    if plan.kernel.source == "git" and result.kernel.commit:
+    if plan.kernel.source == "git" and result.kernel.diff_hash:
+        _same_edits(plan, result)     # the checkout as it is: it must still be the one run
+    elif plan.kernel.source == "git" and result.kernel.commit:
         plan = dataclasses.replace(plan, kernel=dataclasses.replace(
             plan.kernel, ref=result.kernel.commit))
     suites = _suites(result, target) or plan.suites
     return dataclasses.replace(plan, suites=suites, per_patch=False), target
+
+
+def _same_edits(plan: plan_mod.Plan, result: RunResult) -> None:
+    """A working tree built with uncommitted edits is reproduced from the
+    checkout as it is, only while its HEAD and edits are those of the run."""
+    tree = working.check(plan.kernel.tree or "")
+    head = git(["rev-parse", "--verify", "HEAD^{commit}"], tree).stdout.strip()
+    now = working.diff_hash(tree)
+    if (head, now) != (result.kernel.commit, result.kernel.diff_hash):
+        raise PlanError(
+            f"the run built {tree} with uncommitted edits (HEAD "
+            f"{(result.kernel.commit or '')[:12]} + diff {result.kernel.diff_hash[:12]}); it "
+            f"is now HEAD {head[:12]} + {f'diff {now[:12]}' if now else 'no edits'}: put "
+            "those edits back to reproduce it", EXIT_BAD_INPUT)
 
 
 def _suites(result: RunResult, target: Target) -> tuple[str, ...]:

@@ -57,6 +57,8 @@ STATUS = {"pass": "PASS", "fail": "FAIL", "error": "ERROR", "skip": "SKIP",
 _ORIGIN = re.compile(r"[a-z0-9_]+")
 _DEBIAN = re.compile(r"debian (\S+) ")                  # debian linux-source-7.2 7.2.13-1 (sid)
 _GIT = re.compile(r"git (.+) (\S+) \([0-9a-f]+\)")      # git /src/linux HEAD (0123456789ab)
+# git /src/linux working tree (HEAD 0123456789ab + uncommitted diff 0123456789ab)
+_WORKING = re.compile(r"git (.+) working tree \(HEAD [0-9a-f]+ (clean|\+ uncommitted diff)")
 _HEX = re.compile(r"[0-9a-f]{7,40}")
 _SHA1 = re.compile(r"[0-9a-f]{40}")
 _SEGMENT_JUNK = re.compile(r"[^A-Za-z0-9_-]+")
@@ -178,6 +180,9 @@ def _tree(source: str) -> _Tree:
     debian = _DEBIAN.match(source)
     if debian:       # imported into git by the harness: its commit is nobody else's
         return _Tree(f"debian:{debian.group(1)}")
+    working = _WORKING.match(source)
+    if working:      # with uncommitted edits its commit is not what was built
+        return _Tree(working.group(1), None, None, working.group(2) == "clean")
     git = _GIT.fullmatch(source)
     if git:
         where, ref = git.groups()
@@ -294,8 +299,10 @@ class _Export:
     def checkout(self, run: RunResult, run_dir: Path | None) -> str:
         kernel = run.kernel
         tree = _tree(kernel.source or "")
+        # a working tree's uncommitted edits make another checkout of the commit
+        edits = (kernel.diff_hash,) if kernel.diff_hash else ()
         checkout_id = self.id("checkout", tree.key, tree.branch or "", kernel.commit or "",
-                              [p.commit or p.file for p in run.patches])
+                              [p.commit or p.file for p in run.patches], *edits)
         if checkout_id in self.checkouts:
             return checkout_id
         comment = kernel.source or "unknown tree"
@@ -313,6 +320,7 @@ class _Export:
             "comment": comment,
             "misc": _compact({
                 "source": kernel.source, "base_commit": kernel.commit,
+                "diff_hash": kernel.diff_hash,
                 "series_top": kernel.series_top, "version": kernel.version,
                 "patches": [_compact({"series": p.series, "index": p.index,
                                       "subject": p.subject, "commit": p.commit,

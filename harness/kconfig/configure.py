@@ -66,7 +66,7 @@ def configure(tree: SourceTree, objdir: Path, spec: KconfigSpec, cache: Cache,
     fragments = [fragment_path(name) for name in spec.fragments]
     requests = effective_requests(fragments)
     kind, base_file = _base_inputs(spec)
-    key = digest(tree.commit, kind, base_file and file_digest(base_file),
+    key = digest(tree.content, kind, base_file and file_digest(base_file),
                  [(p.name, file_digest(p)) for p in fragments], ANALYSIS_FORMAT)
     cached = cache.get("configs", key)
     objdir.mkdir(parents=True, exist_ok=True)
@@ -129,6 +129,7 @@ def analyse_with(db: KconfigDB, merged: Path, values: dict[str, str],
 
 def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
                  fragments: list[Path], log: Path) -> None:
+    tree, objdir = tree.resolve(), objdir.resolve()     # merge_config.sh runs in objdir
     def make(*targets: str) -> None:
         result = proc.run(["make", "-s", f"O={objdir}", *targets], cwd=tree,
                           timeout=900, log=log, error=ConfigError)
@@ -143,8 +144,10 @@ def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
         guest = tree / "kernel/configs/kvm_guest.config"
         if kind == "tinyconfig" and guest.exists():
             extra.append(guest)
+    # run in the object directory: merge_config.sh writes its temporary
+    # ./.tmp.config.* into the current directory (with -m it runs no make)
     merged = proc.run([tree / "scripts/kconfig/merge_config.sh", "-m", "-O", objdir,
-                       objdir / ".config", *extra, *fragments], cwd=tree,
+                       objdir / ".config", *extra, *fragments], cwd=objdir,
                       timeout=300, log=log, error=ConfigError)
     if not merged.ok:
         raise ConfigError(f"merge_config.sh failed for {', '.join(map(str, fragments))}"

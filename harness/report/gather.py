@@ -138,7 +138,8 @@ def _kernel(result: RunResult) -> list[tuple[str, str]]:
     if k.accel_reason:
         accel += f" ({k.accel_reason})"
     items = [("release", k.release), ("version", k.version), ("source", k.source),
-             ("commit", (k.commit or "")[:12]), ("series top", (k.series_top or "")[:12]),
+             ("commit", (k.commit or "")[:12]), ("uncommitted diff", (k.diff_hash or "")[:12]),
+             ("series top", (k.series_top or "")[:12]),
              ("config hash", k.config_hash), ("build key", k.build_key), ("accel", accel),
              ("build warnings", str(len(k.warnings)) if k.warnings is not None else "")]
     return [(name, clean(value)) for name, value in items if value]

@@ -22,7 +22,8 @@ PASSED = ("pass", "xpass")
 # failed, then passed on a retry inside the run: listed with the flaky rows,
 # never a new failure nor a fix
 FLAKY = "flaky"
-KERNEL_FIELDS = ("source", "commit", "version", "release", "series_top", "accel")
+KERNEL_FIELDS = ("source", "commit", "diff_hash", "version", "release", "series_top",
+                 "accel")
 
 
 @dataclass(frozen=True)

@@ -97,10 +97,13 @@ def _seconds(run: RunResult) -> float | None:
 
 
 def build_of(run: RunResult) -> str:
-    """The kernel build a run tested: the tree at the top of its series and
-    its .config (older runs without a config hash: the build key)."""
+    """The kernel build a run tested: the tree at the top of its series (a
+    working tree: its commit + the hash of its edits) and its .config (older
+    runs without a config hash: the build key)."""
     kernel = run.kernel
     top = kernel.series_top or kernel.commit or ""
+    if top and kernel.diff_hash:
+        top += f"+{kernel.diff_hash}"
     config = kernel.config_hash or kernel.build_key or ""
     return f"{top}:{config}" if top and config else ""
 

@@ -48,6 +48,10 @@ class KernelInfo:
     """Filled stage by stage; what a stage did not reach is not written."""
     source: str | None = field(default=None, metadata=OMIT)     # tree origin
     commit: str | None = field(default=None, metadata=OMIT)     # the base commit
+    # kernel.ref: working-tree: the checkout was built with its edits; their
+    # hash (diff against `commit` + untracked files, "" when clean)
+    working_tree: bool | None = field(default=None, metadata=OMIT)
+    diff_hash: str | None = field(default=None, metadata=OMIT)
     version: str | None = field(default=None, metadata=OMIT)
     series_top: str | None = field(default=None, metadata=OMIT)
     release: str | None = field(default=None, metadata=OMIT)    # uname -r

@@ -73,6 +73,7 @@ def save(run_dir: Path, result: RunResult, image: str, image_key: str = "") -> N
     kernel = result.kernel
     write_atomic(top / "source.json", json.dumps({
         "origin": kernel.source, "base_commit": kernel.commit, "top_commit": kernel.series_top,
+        "working_tree": bool(kernel.working_tree), "diff_hash": kernel.diff_hash or "",
         "version": kernel.version, "release": kernel.release, "build_key": kernel.build_key,
         "config_hash": kernel.config_hash, "image": image, "image_key": image_key,
         "series": [{"name": s.name, "origin": s.origin,

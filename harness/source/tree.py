@@ -5,6 +5,8 @@
   commit (so series can later be applied with `git am`).
 - git: a local tree at a ref, checked out in a cached `git worktree` of it;
   the user's checkout and branches are never modified.
+- git with `kernel.ref: working-tree`: the user's checkout itself, as it is,
+  with its uncommitted edits (working.py); built out of tree, never written.
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from .. import proc
 from .apt import PrivateApt
 from ..cache import Cache, digest
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, SourceError
-from ..plan import KernelSpec
+from ..plan import WORKING_TREE, KernelSpec
 
 # A fixed identity and date make the imported commit reproducible: the same
 # package version gives the same commit id on every machine (a stable cache key).
@@ -31,14 +33,25 @@ GIT_ENV = {
 
 @dataclass(frozen=True)
 class SourceTree:
-    path: Path           # the tree to build from (never the user's checkout)
-    commit: str          # git commit id of what is checked out
+    path: Path           # the tree to build from (the user's checkout only as a
+                         # working tree, which nothing writes to)
+    commit: str          # git commit id of what is checked out (a working tree: HEAD)
     version: str         # kernel version from the Makefile, e.g. 7.2.13
     origin: str          # human description: "debian linux-source-7.2 7.2.13-1"
     # imported just now (a first run, or a damaged entry imported again): an
     # object directory of an earlier tree at this path cannot be trusted, its
     # objects may be newer than files that changed (tar keeps old mtimes)
     fresh: bool = False
+    # kernel.ref: working-tree: the user's checkout, built with its edits;
+    # diff_hash names the edits and untracked files ("" when clean)
+    working_tree: bool = False
+    diff_hash: str = ""
+
+    @property
+    def content(self) -> str:
+        """What the files are, for cache keys: the commit, and a working
+        tree's edits (a clean one shares its commit's builds)."""
+        return f"{self.commit}+{self.diff_hash}" if self.diff_hash else self.commit
 
 
 def git(args: list[str], cwd: Path, log: Path | None = None, check: bool = True,
@@ -88,6 +101,9 @@ def check_kernel_tree(tree: Path, what: str, ref: str = "HEAD") -> None:
 
 
 def prepare(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
+    if spec.source == "git" and spec.ref == WORKING_TREE:
+        from . import working         # it builds on this module
+        return working.prepare(spec)
     if spec.source == "git":
         return _from_git(spec, cache, log)
     return _from_debian(spec, cache, log)
