@@ -99,6 +99,9 @@ class Run:
     kernel: Kernel | None = None
     nodes: list[Node] = field(default_factory=list)
     interrupted: str = ""
+    # a working tree's state when the source stage read it (devloop/quick.py)
+    source_time: float = 0.0
+    source_dirty: tuple[str, ...] = ()
 
     def say(self, text: str) -> None:
         if self.progress:
@@ -124,7 +127,10 @@ def kernel(run: Run) -> Kernel:
     """source -> series -> kconfig -> build (-> selftests the suites need)."""
     plan, cache, logs, result = run.plan, run.cache, run.logs, run.result
     with run.stages("source"):
+        run.source_time = time.time()
         tree = source.prepare(plan.kernel, cache, logs / "source.log")
+        if tree.working_tree:
+            run.source_dirty = tuple(sorted(source.dirty(tree.path)))
         result.kernel.source, result.kernel.commit = tree.origin, tree.commit
         result.kernel.version = tree.version
         if tree.working_tree:

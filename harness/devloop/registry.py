@@ -48,6 +48,12 @@ class KeptRun:
     moddisk: str = ""
     accel: str = ""            # kvm | tcg, and why
     accel_reason: str = ""
+    # what the nodes' kernel and modules were built from (a reload's fast path
+    # builds what changed since): HEAD then, when (epoch seconds), and the
+    # files that differed from HEAD then
+    commit: str = ""
+    built_at: float = 0.0
+    dirty: tuple[str, ...] = ()
 
     @property
     def left(self) -> float:
@@ -100,6 +106,7 @@ def _load(path: Path) -> KeptRun | None:
     try:
         data = json.loads(path.read_text())
         data["nodes"] = tuple(KeptNode(**n) for n in data.get("nodes", ()))
+        data["dirty"] = tuple(data.get("dirty", ()))
         return KeptRun(**data)
     except (OSError, ValueError, TypeError):
         return None

@@ -15,13 +15,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import build, pipeline, plan as plan_mod, runner
-from ..cache import Cache
+from .. import build, pipeline, plan as plan_mod, runner, selftests, source
+from ..cache import Cache, digest, file_digest
 from ..errors import EXIT_BAD_INPUT, HarnessError, PlanError
 from ..pipeline import Run
 from ..results.model import NodeRecord, ReloadRecord
 from ..results.safe import printable
-from . import modules, registry, supervisor
+from ..plan import WORKING_TREE
+from . import modules, quick, registry, supervisor
 from .attach import AttachedNode, attach
 
 
@@ -69,12 +70,14 @@ def stages(state: Run, entry: registry.KeptRun) -> None:
     state.result.kernel.accel = entry.accel or None
     state.result.kernel.accel_reason = (f"the kept run's ({entry.accel_reason})"
                                         if entry.accel_reason else None)
-    pipeline.kernel(state)
+    old = build.load(Path(entry.kernel_entry), Path(entry.kernel_entry).name)
+    fast = _fast(state, entry, old)
+    if fast is None:
+        pipeline.kernel(state)
     with state.stages("reload") as info:
         started = time.monotonic()
-        old = build.load(Path(entry.kernel_entry), Path(entry.kernel_entry).name)
         new = state.kernel.build
-        change = modules.compare(old, new)
+        change = fast or modules.compare(old, new)
         state.say(change.why)
         record = ReloadRecord(entry.run_id, change.action, change.why)
         if change.action == "modules":
@@ -89,10 +92,65 @@ def stages(state: Run, entry: registry.KeptRun) -> None:
         state.result.reload = dataclasses.replace(
             record, seconds=round(time.monotonic() - started, 2))
         info.note = change.action
+        if state.kernel.tree.working_tree:     # what the next reload builds on
+            supervisor.request(entry, "built", commit=state.kernel.tree.commit,
+                               built_at=state.source_time, dirty=list(state.source_dirty),
+                               kernel_entry="" if fast else str(new.bzimage.parent))
     state.result.nodes = [NodeRecord(n.name, n.spec.ssh_port, n.spec.l2_ip,
                                      round(n.boot_seconds or 0, 2)) for n in state.nodes]
     if state.plan.suites:
         pipeline.test(state)
+
+
+def _fast(state: Run, entry: registry.KeptRun, old: build.KernelBuild
+          ) -> modules.Change | None:
+    """quick.py's fast path, taken when it applies: the source and build
+    stages then build only the changed modules. None: the whole build."""
+    plan = state.plan
+    if plan.kernel.ref != WORKING_TREE or not entry.built_at or selftests.wanted(plan.suites):
+        return None
+    kept = plan_mod.load(entry.plan_file, as_run=True)
+    if (kept.kernel, kept.kconfig, kept.build) != (plan.kernel, plan.kconfig, plan.build):
+        return None
+    with state.stages("source"):
+        state.source_time = time.time()
+        tree = source.prepare(plan.kernel, state.cache, state.logs / "source.log")
+        state.source_dirty = tuple(sorted(source.dirty(tree.path)))
+        result = state.result.kernel
+        result.source, result.commit, result.version = tree.origin, tree.commit, tree.version
+        result.working_tree, result.diff_hash = True, tree.diff_hash
+    if tree.commit != entry.commit or str(tree.path) != entry.tree:
+        state.say("HEAD moved since the nodes' build: the whole build")
+        return None
+    changed = quick.changed_since(tree.path, set(entry.dirty) | set(state.source_dirty),
+                                  entry.built_at)
+    with pipeline.objdir_for(tree, state.cache) as objdir:
+        config = objdir / ".config"
+        if not config.exists() or config.read_bytes() != old.config.read_bytes():
+            state.say("the object directory holds another configuration: the whole build")
+            return None
+        found = quick.plan(tree.path, objdir, changed)
+        if isinstance(found, str):
+            state.say(f"{found}: the whole build")
+            return None
+        with state.stages("build") as info:
+            built = quick.build(tree.path, objdir, found, plan.build,
+                                state.run_dir / "modules", state.logs / "make.log")
+            info.note = f"modules only: {', '.join(Path(t).stem for t in found.targets)}"
+        order = (objdir / "modules.order").read_text() if (objdir / "modules.order").exists() \
+            else ""
+    state.kernel = pipeline.Kernel(tree, None, old, order)
+    # the nodes' kernel with these modules in: a key of its own for the history
+    result.release = old.release
+    result.build_key = digest(old.key, sorted((n, file_digest(p)) for n, p in built.items()))
+    placed = []
+    for name, local in built.items():
+        where = quick.installed_path(old.modules_root, old.release, name)
+        if where is None:
+            state.say(f"{name} is not among the nodes' modules: the whole build")
+            return None
+        placed.append((where, local))
+    return modules.Change("modules", found.why, tuple(placed))
 
 
 def _reboot(state: Run, entry: registry.KeptRun, kb: build.KernelBuild) -> list[AttachedNode]:

@@ -167,7 +167,9 @@ class Supervisor:
             kernel_entry=str(kb.bzimage.parent) if kb else "",
             moddisk=str(state.nodes[0].boot.modules_disk) if state.nodes else "",
             accel=state.result.kernel.accel or "",
-            accel_reason=state.result.kernel.accel_reason or "")
+            accel_reason=state.result.kernel.accel_reason or "",
+            commit=state.result.kernel.commit or "", built_at=state.source_time,
+            dirty=state.source_dirty)
         write_ssh_config(state.run_dir, self.entry.nodes)
         registry.save(cache, self.entry)
 
@@ -218,6 +220,12 @@ class Supervisor:
         if op == "ttl":
             self._update(deadline=time.time() + float(request["seconds"]))
             return {"ok": True, "deadline": self.entry.deadline}
+        if op == "built":           # a reload built (and put in) something new
+            self._update(commit=request["commit"], built_at=float(request["built_at"]),
+                         dirty=tuple(request["dirty"]),
+                         **({"kernel_entry": request["kernel_entry"]}
+                            if request.get("kernel_entry") else {}))
+            return {"ok": True}
         if op == "reboot":
             return self._reboot(Path(request["kernel_entry"]), request["key"],
                                 Path(request["moddisk"]), request.get("tag", "reboot"))

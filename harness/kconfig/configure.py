@@ -66,7 +66,7 @@ def configure(tree: SourceTree, objdir: Path, spec: KconfigSpec, cache: Cache,
     fragments = [fragment_path(name) for name in spec.fragments]
     requests = effective_requests(fragments)
     kind, base_file = _base_inputs(spec)
-    key = digest(tree.content, kind, base_file and file_digest(base_file),
+    key = digest(tree.kconfig_content, kind, base_file and file_digest(base_file),
                  [(p.name, file_digest(p)) for p in fragments], ANALYSIS_FORMAT)
     cached = cache.get("configs", key)
     objdir.mkdir(parents=True, exist_ok=True)

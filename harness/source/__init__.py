@@ -9,3 +9,4 @@ apt.py   a private apt state that finds and downloads Debian's source packages
 """
 from .tree import (GIT_ENV, SourceTree, check_kernel_tree, git,  # noqa: F401
                    kernel_version, prepare)
+from .working import dirty  # noqa: F401

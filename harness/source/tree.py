@@ -46,12 +46,21 @@ class SourceTree:
     # diff_hash names the edits and untracked files ("" when clean)
     working_tree: bool = False
     diff_hash: str = ""
+    # the part of those edits the configuration can depend on (Kconfig files,
+    # the kconfig tool, config fragments, the top Makefile): a .c edit keeps
+    # the cached .config
+    kconfig_hash: str = ""
 
     @property
     def content(self) -> str:
         """What the files are, for cache keys: the commit, and a working
         tree's edits (a clean one shares its commit's builds)."""
         return f"{self.commit}+{self.diff_hash}" if self.diff_hash else self.commit
+
+    @property
+    def kconfig_content(self) -> str:
+        """`content` as far as the kconfig stage can see it."""
+        return f"{self.commit}+{self.kconfig_hash}" if self.kconfig_hash else self.commit
 
 
 def git(args: list[str], cwd: Path, log: Path | None = None, check: bool = True,

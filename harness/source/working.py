@@ -72,12 +72,19 @@ def unclean_for_out_of_tree(tree: Path) -> str:
     return ""
 
 
-def diff_hash(tree: Path) -> str:
+# what the kconfig stage reads besides the plan's fragments (git pathspecs)
+KCONFIG_INPUTS = (":(glob)**/Kconfig*", ":(glob)scripts/kconfig/**", ":(glob)**/configs/**",
+                  ":(glob)**/*.config", "Makefile")
+
+
+def diff_hash(tree: Path, paths: tuple[str, ...] = ()) -> str:
     """blake2b (hex) of the checkout's edits against HEAD and its untracked,
-    not ignored files (names and contents); "" when there are none."""
+    not ignored files (names and contents); "" when there are none. `paths`:
+    only those (git pathspecs)."""
     # bytes, not text: an edit in a latin-1 file must not hash like another
-    patch = git(["diff-index", "-p", "--binary", "HEAD", "--"], tree).raw_stdout
-    listed = git(["ls-files", "-z", "--others", "--exclude-standard"], tree).raw_stdout
+    patch = git(["diff-index", "-p", "--binary", "HEAD", "--", *paths], tree).raw_stdout
+    listed = git(["ls-files", "-z", "--others", "--exclude-standard", "--", *paths],
+                 tree).raw_stdout
     untracked = sorted(name for name in listed.split(b"\0") if name)
     if not patch and not untracked:
         return ""
@@ -87,6 +94,14 @@ def diff_hash(tree: Path) -> str:
         h.update(b"untracked\0" + name + b"\0")
         _hash_file(h, tree / os.fsdecode(name))
     return h.hexdigest()
+
+
+def dirty(tree: Path) -> set[str]:
+    """The files that differ from HEAD (edited, deleted, untracked, not
+    ignored), tree-relative; read-only like the rest."""
+    edited = git(["diff-index", "--name-only", "HEAD", "--"], tree).stdout.split("\n")
+    new = git(["ls-files", "--others", "--exclude-standard"], tree).stdout.split("\n")
+    return {name for name in edited + new if name}
 
 
 def _hash_file(h, path: Path) -> None:
@@ -111,4 +126,5 @@ def prepare(spec: KernelSpec) -> SourceTree:
     state = f"uncommitted diff {hashed[:12]}" if hashed else "clean"
     return SourceTree(path, commit, kernel_version(path),
                       f"git {path} working tree (HEAD {commit[:12]} {'+ ' if hashed else ''}"
-                      f"{state})", diff_hash=hashed, working_tree=True)
+                      f"{state})", diff_hash=hashed, working_tree=True,
+                      kconfig_hash=diff_hash(path, KCONFIG_INPUTS) if hashed else "")
