@@ -112,18 +112,19 @@ def _fast(state: Run, entry: registry.KeptRun, old: build.KernelBuild
     kept = plan_mod.load(entry.plan_file, as_run=True)
     if (kept.kernel, kept.kconfig, kept.build) != (plan.kernel, plan.kconfig, plan.build):
         return None
-    with state.stages("source"):
+    with state.stages("changes") as info:     # what changed since the nodes' build
         state.source_time = time.time()
         tree = source.prepare(plan.kernel, state.cache, state.logs / "source.log")
         state.source_dirty = tuple(sorted(source.dirty(tree.path)))
         result = state.result.kernel
         result.source, result.commit, result.version = tree.origin, tree.commit, tree.version
         result.working_tree, result.diff_hash = True, tree.diff_hash
+        changed = quick.changed_since(tree.path, set(entry.dirty) | set(state.source_dirty),
+                                      entry.built_at)
+        info.note = f"{len(changed)} file(s) since the nodes' build: {', '.join(changed[:3])}"
     if tree.commit != entry.commit or str(tree.path) != entry.tree:
         state.say("HEAD moved since the nodes' build: the whole build")
         return None
-    changed = quick.changed_since(tree.path, set(entry.dirty) | set(state.source_dirty),
-                                  entry.built_at)
     with pipeline.objdir_for(tree, state.cache) as objdir:
         config = objdir / ".config"
         if not config.exists() or config.read_bytes() != old.config.read_bytes():

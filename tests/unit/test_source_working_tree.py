@@ -317,6 +317,7 @@ def test_the_build_and_config_keys_change_with_the_edits(user, tmp_path, monkeyp
     clean = dataclasses.replace(plain, working_tree=True)
     edited = dataclasses.replace(clean, diff_hash="ab" * 16)
     other = dataclasses.replace(clean, diff_hash="cd" * 16)
+    kconfig_edit = dataclasses.replace(clean, diff_hash="ef" * 16, kconfig_hash="12" * 16)
 
     def build_key(tree):
         def record(tree, config, objdir, make, spec, cache, key, log):
@@ -340,10 +341,24 @@ def test_the_build_and_config_keys_change_with_the_edits(user, tmp_path, monkeyp
                                         Keys(tmp_path / "cache"), tmp_path / "k.log")
         return str(info.value)
 
-    for key in (build_key, config_key):
-        keys = [key(t) for t in (plain, clean, edited, other)]
-        assert keys[0] == keys[1]          # a clean checkout is its commit
-        assert len(set(keys[1:])) == 3     # every edit its own build and config
+    keys = [build_key(t) for t in (plain, clean, edited, other, kconfig_edit)]
+    assert keys[0] == keys[1]          # a clean checkout is its commit
+    assert len(set(keys[1:])) == 4     # every edit its own build
+    keys = [config_key(t) for t in (plain, clean, edited, other, kconfig_edit)]
+    # a .c edit keeps the commit's .config; an edit of a Kconfig input does not
+    assert keys[0] == keys[1] == keys[2] == keys[3] != keys[4]
+
+
+def test_the_kconfig_hash_covers_only_what_kconfig_reads(user):
+    assert working.diff_hash(user, working.KCONFIG_INPUTS) == ""
+    (user / "drivers").mkdir(exist_ok=True)
+    (user / "drivers" / "x.c").write_text("int x;\n")
+    assert working.prepare(KernelSpec(source="git", tree=str(user), ref="working-tree")
+                           ).kconfig_hash == ""
+    (user / "drivers" / "Kconfig").write_text("config X\n\tbool\n")
+    tree = working.prepare(KernelSpec(source="git", tree=str(user), ref="working-tree"))
+    assert tree.kconfig_hash and tree.kconfig_hash != tree.diff_hash
+    assert working.dirty(user) == {"drivers/x.c", "drivers/Kconfig"}
 
 
 def test_merge_config_runs_outside_the_checkout(user, tmp_path, monkeypatch):
