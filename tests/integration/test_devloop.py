@@ -172,3 +172,27 @@ def test_keep_on_failure_keeps_a_failing_run_and_only_a_failing_one(runs):
     assert "kept up" not in passing.stdout
     assert not qemu_pids(runs)
     assert not [r for r in kept().values() if r["run_dir"].startswith(str(runs))]
+
+
+def test_a_kept_libvirt_run_answers_ssh_and_its_domains_go_with_its_supervisor(runs):
+    import libvirt
+
+    from harness.vm.libvirt import DEFAULT_URI
+    booted = harness("boot", "--runs-dir", str(runs), "--ttl", "20m",
+                     "--set", "vm.backend=libvirt", *QUICK)
+    assert booted.returncode == 0, booted.stdout[-3000:]
+    run_id = run_id_of(booted.stdout)
+    conn = libvirt.open(DEFAULT_URI)
+    try:
+        names = [d.name() for d in conn.listAllDomains() if run_id in d.name()]
+        assert len(names) == 2
+        one = harness("ssh", run_id, "node2", "--", "uname -r", timeout=120)
+        assert one.returncode == 0 and one.stdout.strip()
+        assert kept()[run_id]["nodes"][0]["backend"] == "libvirt"
+        os.kill(kept()[run_id]["supervisor_pid"], signal.SIGKILL)
+        # libvirtd destroys a domain whose connection closed (autodestroy)
+        wait_for(lambda: not [d for d in conn.listAllDomains() if run_id in d.name()], 60,
+                 "the domains gone with their supervisor")
+    finally:
+        conn.close()
+    assert run_id not in kept()
