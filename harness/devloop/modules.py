@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -117,76 +118,93 @@ def parse_links(text: str) -> list[tuple[str, str]]:
     return links
 
 
-def _holders(session: Session) -> tuple[set[str], dict[str, list[str]]]:
+def _state(session: Session) -> tuple[set[str], dict[str, list[str]], str]:
+    """(loaded modules, their holders, `rdma link show`) in one command."""
     out = session.run("cut -d' ' -f1 /proc/modules; echo ==; "
                       "for d in /sys/module/*/holders; do m=${d%/holders}; "
-                      "echo \"${m##*/}: $(ls $d)\"; done", timeout=120, check=True).stdout
+                      "echo \"${m##*/}: $(ls $d)\"; done; echo ==; rdma link show",
+                      timeout=120, check=True).stdout
     loaded, _, rest = out.partition("==")
+    held, _, links = rest.partition("==")
     holders = {}
-    for line in rest.splitlines():
+    for line in held.splitlines():
         name, _, held_by = line.partition(":")
         if name.strip():
             holders[name.strip()] = held_by.split()
-    return set(loaded.split()), holders
+    return set(loaded.split()), holders, links
 
 
 def put_in(sessions: list[Session], plan: Change, release: str, timeout: float
            ) -> tuple[list[ReloadedModule], list[str], list[str]]:
-    """The changed modules into every node; (modules, reload order, links made
-    again). A module that will not unload, load or verify: ReloadError."""
-    top = f"/lib/modules/{release}"
+    """The changed modules into every node, the nodes at once; (modules,
+    reload order, links made again). A module that will not unload, load or
+    verify: ReloadError."""
     records = [ReloadedModule(module_name(rel), rel, build_id(local))
                for rel, local in plan.modules]
-    order: list[str] = []
-    links: list[str] = []
-    for session in sessions:
-        for rel, local in plan.modules:
-            session.run(["mkdir", "-p", str(Path(f"{STAGING}/{rel}").parent)], timeout=60,
-                        check=True)
-            session.put(local, f"{STAGING}/{rel}")
-        loaded, holders = _holders(session)
-        wanted = {m.name for m in records} & loaded
-        order = unload_order(wanted, holders)
-        made = parse_links(session.run("rdma link show", timeout=60).stdout)
-        script = ["set -e"]
-        for rel, _ in plan.modules:
-            target = shlex.quote(f"{top}/{rel}")
-            script += [f"while mountpoint -q {target}; do umount {target}; done",
-                       f"mount --bind {shlex.quote(f'{STAGING}/{rel}')} {target}"]
-        script += [f"rmmod {name}" for name in order]
-        script += [f"modprobe {name}" for name in reversed(order)]
-        result = session.run("\n".join(script), timeout=timeout)
-        if not result.ok:
-            raise ReloadError(f"{session.node}: putting the new modules in failed:\n"
-                              f"{result.describe()}", EXIT_INFRA)
-        present = session.run("rdma link show", timeout=60).stdout
-        again = [(dev, net) for dev, net in made if f"link {dev}/" not in present]
-        for dev, net in again:
-            provider = next(p for p in PROVIDERS if dev.startswith(p))
-            session.run(["rdma", "link", "add", dev, "type", provider, "netdev", net],
-                        timeout=120, check=True)
-        links += [f"{session.node}: {dev} type "
-                  f"{next(p for p in PROVIDERS if dev.startswith(p))} netdev {net}"
-                  for dev, net in again]
-        _verify(session, records, set(order), top)
-    return records, list(reversed(order)), links
+    with ThreadPoolExecutor(max_workers=max(1, len(sessions))) as pool:
+        done = list(pool.map(lambda s: _one_node(s, plan, records, release, timeout),
+                             sessions))
+    order = max((o for o, _ in done), key=len, default=[])
+    return records, order, [link for _, links in done for link in links]
+
+
+def _one_node(session: Session, plan: Change, records: list[ReloadedModule], release: str,
+              timeout: float) -> tuple[list[str], list[str]]:
+    top = f"/lib/modules/{release}"
+    dirs = sorted({str(Path(f"{STAGING}/{rel}").parent) for rel, _ in plan.modules})
+    session.run(["mkdir", "-p", *dirs], timeout=60, check=True)
+    for rel, local in plan.modules:
+        session.put(local, f"{STAGING}/{rel}")
+    loaded, holders, before = _state(session)
+    order = unload_order({m.name for m in records} & loaded, holders)
+    made = parse_links(before)
+    script = ["set -e"]
+    for rel, _ in plan.modules:
+        target = shlex.quote(f"{top}/{rel}")
+        script += [f"while mountpoint -q {target}; do umount {target}; done",
+                   f"mount --bind {shlex.quote(f'{STAGING}/{rel}')} {target}"]
+    script += [f"rmmod {name}" for name in order]
+    script += [f"modprobe {name}" for name in reversed(order)]
+    script += ["echo ==", "rdma link show"]
+    result = session.run("\n".join(script), timeout=timeout)
+    if not result.ok:
+        raise ReloadError(f"{session.node}: putting the new modules in failed:\n"
+                          f"{result.describe()}", EXIT_INFRA)
+    present = result.stdout.partition("==")[2]
+    again = [(dev, net) for dev, net in made if f"link {dev}/" not in present]
+    links = []
+    for dev, net in again:
+        provider = next(p for p in PROVIDERS if dev.startswith(p))
+        session.run(["rdma", "link", "add", dev, "type", provider, "netdev", net],
+                    timeout=120, check=True)
+        links.append(f"{session.node}: {dev} type {provider} netdev {net}")
+    _verify(session, records, set(order), top)
+    return list(reversed(order)), links
 
 
 def _verify(session: Session, records: list[ReloadedModule], loaded: set[str],
             top: str) -> None:
     """Every loaded new module runs the new code: its build id in sysfs is the
-    new file's; every file in place is the new file."""
+    new file's; every file in place is the new file (one command)."""
+    script = []
     for record in records:
+        staged, placed = shlex.quote(f"{STAGING}/{record.path}"), shlex.quote(
+            f"{top}/{record.path}")
+        script.append(f"echo '== {record.name}'; cmp {staged} {placed} && echo same")
         if record.name in loaded and record.build_id:
-            dump = session.run(f"od -An -tx1 -v /sys/module/{record.name}/notes/"
-                               ".note.gnu.build-id", timeout=60)
-            running = note_build_id(dump.stdout) if dump.ok else ""
+            script.append(f"od -An -tx1 -v /sys/module/{record.name}/notes/"
+                          ".note.gnu.build-id")
+    out = session.run("; ".join(script), timeout=120).stdout
+    parts = dict(part.split("\n", 1) if "\n" in part else (part, "")
+                 for part in out.split("== ")[1:])
+    for record in records:
+        text = parts.get(record.name, "")
+        if not text.startswith("same"):
+            raise ReloadError(f"{session.node}: {top}/{record.path} is not the new file "
+                              f"after the bind mount ({text.strip()[:200]})", EXIT_INFRA)
+        if record.name in loaded and record.build_id:
+            running = note_build_id(text.partition("\n")[2])
             if running != record.build_id:
                 raise ReloadError(f"{session.node}: {record.name} runs build id "
                                   f"{running or '(none found)'}, the new file has "
                                   f"{record.build_id}", EXIT_INFRA)
-        placed = session.run(["cmp", f"{STAGING}/{record.path}", f"{top}/{record.path}"],
-                             timeout=60)
-        if not placed.ok:
-            raise ReloadError(f"{session.node}: {top}/{record.path} is not the new file "
-                              f"after the bind mount:\n{placed.describe()}", EXIT_INFRA)
