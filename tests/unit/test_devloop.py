@@ -198,3 +198,50 @@ def test_ssh_stop_console_without_a_kept_run_say_so(tmp_path, capsys):
     assert main(["ps", "--json", "--cache-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out.strip().endswith("[]")
     assert main(["boot", "--ttl", "forever", "--cache-dir", str(tmp_path)]) == 2
+
+
+def fake_objdir(tmp_path: Path) -> tuple[Path, Path]:
+    """A tree and the object directory kbuild would leave: rdma_rxe built
+    from rxe.o and rxe_net.o (rxe.h included by both), init/main.o built in."""
+    tree, objdir = tmp_path / "tree", tmp_path / "obj"
+    rxe = "drivers/infiniband/sw/rxe"
+    for name in (f"{rxe}/rxe.c", f"{rxe}/rxe_net.c", f"{rxe}/rxe.h", "init/main.c",
+                 "include/linux/list.h", f"{rxe}/Makefile"):
+        (tree / name).parent.mkdir(parents=True, exist_ok=True)
+        (tree / name).write_text("x\n")
+    (objdir / rxe).mkdir(parents=True)
+    (objdir / "init").mkdir()
+    (objdir / rxe / "rdma_rxe.mod").write_text(f"{rxe}/rxe.o {rxe}/rxe_net.o\n")
+    for obj, deps in ((f"{rxe}/rxe.o", [f"{rxe}/rxe.h", "include/linux/list.h"]),
+                      (f"{rxe}/rxe_net.o", [f"{rxe}/rxe.h"]),
+                      ("init/main.o", ["include/linux/list.h"])):
+        (objdir / obj).write_text("")
+        cmd = objdir / Path(obj).parent / f".{Path(obj).name}.cmd"
+        cmd.write_text(f"deps_{obj} := \\\n" + "".join(f"  {tree / d} \\\n" for d in deps))
+    return tree, objdir
+
+
+def test_the_fast_path_takes_module_sources_only(tmp_path):
+    from harness.devloop import quick
+    tree, objdir = fake_objdir(tmp_path)
+    rxe = "drivers/infiniband/sw/rxe"
+    found = quick.plan(tree, objdir, [f"{rxe}/rxe.c"])
+    assert found.targets == (f"{rxe}/rdma_rxe.ko",)
+    assert quick.plan(tree, objdir, [f"{rxe}/rxe.h"]).targets == (f"{rxe}/rdma_rxe.ko",)
+    assert "built-in code (init/main.o)" in quick.plan(tree, objdir, ["include/linux/list.h"])
+    assert "built-in code" in quick.plan(tree, objdir, [f"{rxe}/rxe.c", "init/main.c"])
+    assert "is not C source" in quick.plan(tree, objdir, [f"{rxe}/Makefile"])
+    (tree / f"{rxe}/rxe_new.c").write_text("")
+    assert "not built yet" in quick.plan(tree, objdir, [f"{rxe}/rxe_new.c"])
+    (tree / f"{rxe}/rxe_net.c").unlink()
+    assert "was deleted" in quick.plan(tree, objdir, [f"{rxe}/rxe_net.c"])
+    assert quick.plan(tree, objdir, []) == "no file changed since the last build"
+
+
+def test_changed_since_counts_newer_and_deleted_files(tmp_path):
+    from harness.devloop import quick
+    (tmp_path / "old.c").write_text("")
+    os.utime(tmp_path / "old.c", (1000, 1000))
+    (tmp_path / "new.c").write_text("")
+    assert quick.changed_since(tmp_path, {"old.c", "new.c", "gone.c"}, 2000) == [
+        "gone.c", "new.c"]
