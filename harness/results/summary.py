@@ -129,7 +129,7 @@ def _print_series(result: RunResult, console: Console) -> None:
         subject = f"{name}: {p.subject}" if several else p.subject
         table.add_row(str(p.index), printable(subject), builds, warn, printable(check),
                       str(len(p.config_changes)) if p.builds is not None else "-",
-                      *((tests_cell(p.tests),) if tested else ()))
+                      *((cell_of_tests(p.tests),) if tested else ()))
         if p.tests is not None:
             notes += [f"patch {p.index} fails on its own kernel: {r}"
                       for r in p.tests.failed_rows[:5]]
@@ -148,7 +148,7 @@ def _print_series(result: RunResult, console: Console) -> None:
         console.print(printable(note), soft_wrap=True)
 
 
-def tests_cell(tests: PatchTests | None) -> str:
+def cell_of_tests(tests: PatchTests | None) -> str:
     """A patch's --test-each outcome in a cell: how the nodes got its kernel,
     the counts, or why it was not tested."""
     if tests is None:
