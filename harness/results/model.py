@@ -161,7 +161,7 @@ class ConfigChange:
 class PatchTests:
     """A patch's own boot and smoke suites (`series check --test-each`): how
     the running nodes were brought to its kernel, and what its suites gave.
-    passed: pass/xpass rows; failed: fail/error rows; skipped: skip/xfail rows."""
+    passed: pass/xpass/flaky rows; failed: fail/error rows; skipped: skip/xfail rows."""
     action: str                    # modules | reboot | none | skipped
     why: str                       # e.g. "only modules changed: rdma_rxe"
     passed: int = 0

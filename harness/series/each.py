@@ -10,7 +10,8 @@ stages (each patch's kernel is a cache entry a later bisect reuses), and the
 running nodes are brought to it (devloop/modules.py): changed .ko files put
 into them when only modules changed, else new nodes booted with the patch's
 kernel from the old ones' spec. Then the suites (`each_suites`, default the
-plan's) run as pipeline.test runs them, under the hang watchdog; the crashes
+plan's) run as pipeline.test runs them, under the hang watchdog, failed rows
+retried as the plan's `retries` says; the crashes
 on the consoles from where the patch's part begins (Node.console_start) are
 the patch's. A patch that does not build is skipped; after a crash, a hang or
 a failure of the harness the nodes are booted again for the next patch. At
@@ -31,11 +32,13 @@ from ..pipeline import Interrupted, Kernel, Run
 from ..plan import Plan, waiver_for
 from ..progress import Progress
 from ..results.crashes import Attribution, node_crashes
-from ..results.model import FAILED_STATUSES, PatchResult, PatchTests, TestRecord
+from ..results.model import (FAILED_STATUSES, CrashRecord, PatchResult, PatchTests,
+                             TestRecord)
+from ..suites import retry
 from ..vm.watchdog import Watchdog
 from .apply import checkout_base
 
-PASSED = ("pass", "xpass")
+PASSED = ("pass", "xpass", "flaky")     # flaky: failed, then passed on a retry
 SKIPPED = ("skip", "xfail")
 
 
@@ -223,13 +226,16 @@ def reboot(run: Run, kb: KernelBuild, label: str) -> None:
 
 def _suites(run: Run, kernel: Kernel, names: tuple[str, ...],
             index: int) -> tuple[list[TestRecord], list[str]]:
-    """The suites against the nodes as pipeline.test runs them (no retries);
+    """The suites against the nodes as pipeline.test runs them (retries too);
     the rows, and what kept the harness from testing."""
     sctx = pipeline.suite_context(run, kernel, names)
     shown = (run.progress or Progress()).for_tests()
     log = run.logs / "patches" / f"{index:04d}-pytest.log"
     with Watchdog(run.nodes, run.plan.vm.hang_timeout, on_hang=shown.hang):
         rows = list(suites.run(names, sctx, log, on_result=shown.row))
+        if run.plan.retries and not run.interrupted and not sctx.infra_errors \
+                and all(n.alive() for n in run.nodes):
+            rows = _retried(run, sctx, names, rows, log, shown.row)
     if run.interrupted:
         raise Interrupted(run.interrupted)
     errors = [pipeline._death(n) for n in run.nodes if not n.alive()] + sctx.infra_errors
@@ -238,19 +244,35 @@ def _suites(run: Run, kernel: Kernel, names: tuple[str, ...],
     return rows, errors
 
 
-def _patch_crashes(run: Run) -> tuple[list[str], bool]:
-    """The crashes that count on the consoles' parts of this patch ("node:
-    title"), and whether there was any report at all (a waived one too)."""
+def _retried(run: Run, sctx, names: tuple[str, ...], rows: list[TestRecord], log: Path,
+             on_result) -> list[TestRecord]:
+    """The plan's `retries` for the patch's failed rows, as pipeline.test
+    retries the top's (a suite the kernel splatted in is not retried)."""
+    def rerun(again: tuple[str, ...], select: tuple[str, ...]) -> list:
+        return suites.run(again, dataclasses.replace(sctx, select=select, records=[]), log,
+                          on_result=on_result)
+
+    suite_of = {path.name: name for path, name in suites.suite_files(names).items()}
+    return retry.retry(rows, run.plan.retries, rerun, _part_crashes(run), suite_of, run.say)
+
+
+def _part_crashes(run: Run) -> list[CrashRecord]:
+    """The crash records on the consoles' parts of this patch (console_start on)."""
     attribution = Attribution(waiver=lambda title, signature: waiver_for(run.plan, title,
                                                                           signature))
-    titles, reported = [], False
+    records = []
     for node in run.nodes:
         hang_line = 0
         if node.hang is not None:
             hang_line = node.console.read_bytes()[
                 node.console_start:node.hang.console_offset].count(b"\n") + 1
-        records = node_crashes(node.name, node.console_text(node.console_start),
-                               attribution, node.hang, hang_line)
-        reported = reported or bool(records)
-        titles += [f"{node.name}: {r.title}" for r in records if r.counts]
-    return titles, reported
+        records += node_crashes(node.name, node.console_text(node.console_start),
+                                attribution, node.hang, hang_line)
+    return records
+
+
+def _patch_crashes(run: Run) -> tuple[list[str], bool]:
+    """The crashes that count on this patch's part ("node: title"), and
+    whether there was any report at all (a waived one too)."""
+    records = _part_crashes(run)
+    return [f"{r.node}: {r.title}" for r in records if r.counts], bool(records)
