@@ -287,6 +287,10 @@ def _series_plan(plan: "plan_mod.Plan", args: argparse.Namespace) -> "plan_mod.P
     if test_each and plan.vm.backend != "qemu":
         raise plan_mod.PlanError("--test-each reboots the nodes between patches, which needs "
                                  "vm.backend: qemu")
+    if test_each and getattr(args, "keep_on_failure", False):
+        raise plan_mod.PlanError("--keep-on-failure with --test-each: the nodes end on an "
+                                 "earlier patch's kernel, not the top's; keep the top with a "
+                                 "run without --test-each")
     changes["test_each"] = test_each
     if args.each_suites is not None:
         if not test_each:

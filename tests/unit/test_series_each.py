@@ -122,6 +122,8 @@ def test_cli_test_each_and_each_suites():
     assert each.wanted(chosen) and not each.wanted(plan)
     with pytest.raises(PlanError, match="--no-per-patch"):
         _series_plan(plan, series_args("--test-each", "--no-per-patch"))
+    with pytest.raises(PlanError, match="--keep-on-failure"):
+        _series_plan(plan, series_args("--test-each", "--keep-on-failure"))
     with pytest.raises(PlanError, match="only with --test-each"):
         _series_plan(plan, series_args("--each-suites", "modules"))
 
