@@ -52,10 +52,17 @@ def timed(runs: Path, args: list[str], sets: list[str]) -> tuple[float, dict]:
     return seconds, results
 
 
+def stage_seconds(results: dict) -> dict[str, float]:
+    return {s["name"]: s["seconds"] for s in results.get("stages", [])}
+
+
 def describe(results: dict) -> str:
     builds = [s for s in results.get("stages", []) if s["name"] == "build"]
     cached = "build cached" if builds and builds[0].get("cached") else "built"
-    return f"verdict {results.get('verdict', '?')}, {cached}, run {results.get('run_id', '?')}"
+    stages = stage_seconds(results)
+    shown = " ".join(f"{n} {stages[n]:.1f}" for n in ("series", "boot", "test", "test-each")
+                     if n in stages)
+    return f"verdict {results.get('verdict', '?')}, {cached}; {shown}"
 
 
 def main() -> None:
@@ -77,8 +84,9 @@ def main() -> None:
     tested = [p.get("tests", {}) for s in result.get("series", []) for p in s["patches"]]
     actions = ", ".join(f"{i + 1}:{t.get('action', '-')}" for i, t in enumerate(tested))
     rows.append(("each (--test-each)", each, f"{describe(result)}; actions {actions}"))
-    stage = {s["name"]: s["seconds"] for s in result.get("stages", [])}
+    stage = stage_seconds(result)
     prefix_total = 0.0
+    below = 0.0                    # the prefix runs of the patches below the top
     for k in range(1, count + 1):
         prefix = work / f"prefix-{k}"
         prefix.mkdir()
@@ -86,17 +94,19 @@ def main() -> None:
             shutil.copy(patch.path, prefix / patch.path.name)
         seconds, result = timed(runs, [str(prefix), "--no-per-patch"], sets)
         prefix_total += seconds
+        below += seconds if k < count else 0.0
         rows.append((f"prefix {k}/{count} (a run of its own)", seconds, describe(result)))
 
     print(f"series {spec.name}: {count} patches; --set {' '.join(sets)}; runs in {runs}")
     for name, seconds, note in rows:
         print(f"{name:38} {seconds:8.1f} s   {note}")
     print(f"{'prefix runs, total':38} {prefix_total:8.1f} s")
-    print(f"test-each stage in the --test-each run: {stage.get('test-each', 0):.1f} s "
-          f"({count - 1} patch(es) below the top)")
-    print(f"ratios: each/top {each / top:.2f}   each/prefix-total {each / prefix_total:.2f}   "
-          f"(each - top)/(prefix-total - prefix {count}) "
-          f"{(each - top) / max(prefix_total - rows[-1][1], 1e-9):.2f}")
+    extra = stage.get("test-each", 0.0)
+    print(f"test-each stage: {extra:.1f} s for {count - 1} patch(es) below the top; their "
+          f"runs of their own: {below:.1f} s; ratio {extra / max(below, 1e-9):.2f}")
+    print(f"ratios (wall): each/top {each / top:.2f}   each/prefix-total "
+          f"{each / prefix_total:.2f}   (the series stage's per-patch builds vary with the "
+          "object directory's state and the machine's load)")
 
 
 if __name__ == "__main__":
