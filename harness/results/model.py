@@ -159,14 +159,12 @@ class ConfigChange:
 
 @dataclass
 class PatchTests:
-    """A patch's own boot and smoke suites (`series check --test-each`): how
-    the running nodes were brought to its kernel, and what its suites gave.
-    passed: pass/xpass/flaky rows; failed: fail/error rows; skipped: skip/xfail rows."""
+    """A patch's own kernel booted and tested (`series check --test-each`)."""
     action: str                    # modules | reboot | none | skipped
     why: str                       # e.g. "only modules changed: rdma_rxe"
-    passed: int = 0
-    failed: int = 0
-    skipped: int = 0
+    passed: int = 0                # pass, xpass and flaky rows
+    failed: int = 0                # fail and error rows
+    skipped: int = 0               # skip and xfail rows
     failed_rows: list[str] = field(default_factory=list)   # "suite name on node"
     crashes: list[str] = field(default_factory=list)       # "node: title" that count
     error: str = ""                # the harness could not test it (boot, put-in, SSH)
@@ -175,8 +173,7 @@ class PatchTests:
     seconds: float = 0.0
 
     @property
-    def fails(self) -> bool:
-        """The patch's kernel failed its suites (a row or a crash)."""
+    def fails(self) -> bool:       # its kernel failed its suites: a row or a crash
         return bool(self.failed or self.crashes)
 
 
