@@ -81,6 +81,14 @@ def _add_series(sub) -> None:
                         help="plan YAML for everything else (default plans/quickstart.yaml)")
     scheck.add_argument("--no-per-patch", action="store_true",
                         help="apply and test the top only (no build after every patch)")
+    scheck.add_argument("--test-each", action="store_true",
+                        help="after the top, boot every earlier patch's kernel too (its "
+                             "changed modules put into the running nodes, or a reboot) and "
+                             "run the smoke suites on it: a series bisectable at run time "
+                             "(plan key test_each)")
+    scheck.add_argument("--each-suites", default=None, metavar="LIST",
+                        help="comma-separated suites for the patches below the top with "
+                             "--test-each (default: the plan's suites)")
     _add_run_options(scheck)
 
 
@@ -273,6 +281,22 @@ def _series_plan(plan: "plan_mod.Plan", args: argparse.Namespace) -> "plan_mod.P
 
     chosen = {o.split("=", 1)[0].strip() for o in args.overrides}
     changes: dict = {"series": tuple(args.series), "per_patch": not args.no_per_patch}
+    test_each = args.test_each or plan.test_each
+    if test_each and args.no_per_patch:
+        raise plan_mod.PlanError("--test-each needs the per-patch builds: drop --no-per-patch")
+    if test_each and plan.vm.backend != "qemu":
+        raise plan_mod.PlanError("--test-each reboots the nodes between patches, which needs "
+                                 "vm.backend: qemu")
+    if test_each and getattr(args, "keep_on_failure", False):
+        raise plan_mod.PlanError("--keep-on-failure with --test-each: the nodes end on an "
+                                 "earlier patch's kernel, not the top's; keep the top with a "
+                                 "run without --test-each")
+    changes["test_each"] = test_each
+    if args.each_suites is not None:
+        if not test_each:
+            raise plan_mod.PlanError("--each-suites: only with --test-each")
+        changes["each_suites"] = tuple(s.strip() for s in args.each_suites.split(",")
+                                       if s.strip())
     if "name" not in chosen:
         stems = "+".join(Path(s).stem for s in args.series)[:60]
         changes["name"] = "series-" + re.sub(r"[^A-Za-z0-9._+-]", "-", stems)

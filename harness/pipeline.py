@@ -22,6 +22,7 @@ from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, SuiteError
 from .plan import Plan, check_working_tree, waiver_for
 from .progress import Progress
 from .results import reproducer
+from .results.crashes import Attribution
 from .results.model import (ConfigChange, KconfigResult, NodeRecord, PatchResult, RunResult,
                             SeriesResult, StageRecord)
 from .series import check as patchcheck
@@ -291,17 +292,8 @@ def test(run: Run) -> None:
     """The plan's suites against the booted nodes, under the hang watchdog;
     with `retries`, the failed rows again (suites/retry.py: flaky or not)."""
     with run.stages("test"):
-        plan, result, kb = run.plan, run.result, run.kernel
-        sctx = SuiteContext(
-            nodes=[SuiteNode(n.name, n.session, n.spec.l2_ip, n.spec.l2_nic)
-                   for n in run.nodes],
-            kernel_release=kb.build.release, modules=plan.modules or suites.DEFAULT_MODULES,
-            waived=lambda c: waiver_for(plan, c.title, c.signature),
-            module_cycles=plan.modules_cycles,
-            perf_repeat=plan.perf.repeat,
-            command_timeout=plan.test_timeout, artifacts=kb.artifacts, select=plan.select,
-            expectations=expectations.Expectations.resolve(
-                expectations.load(plan.suites, plan.expectations), kb.tree.path))
+        plan, result = run.plan, run.result
+        sctx = suite_context(run, run.kernel, plan.suites)
         result.expectations = sctx.expectations.summary()
         shown = (run.progress or Progress()).for_tests()
         log = run.logs / "pytest.log"
@@ -323,6 +315,30 @@ def test(run: Run) -> None:
                              + "; results of the tests that ran are kept", EXIT_INFRA)
         if not result.tests:
             raise HarnessError("the suites ran no test; see logs/pytest.log", EXIT_INFRA)
+
+
+def suite_context(run: Run, kernel: Kernel, names: tuple[str, ...]) -> SuiteContext:
+    """What the suites `names` get to test `kernel` on the run's nodes (its
+    expectations resolved against the tree as it is checked out now)."""
+    plan = run.plan
+    return SuiteContext(
+        nodes=[SuiteNode(n.name, n.session, n.spec.l2_ip, n.spec.l2_nic) for n in run.nodes],
+        kernel_release=kernel.build.release, modules=plan.modules or suites.DEFAULT_MODULES,
+        waived=lambda c: waiver_for(plan, c.title, c.signature),
+        module_cycles=plan.modules_cycles, perf_repeat=plan.perf.repeat,
+        command_timeout=plan.test_timeout, artifacts=kernel.artifacts, select=plan.select,
+        expectations=expectations.Expectations.resolve(
+            expectations.load(names, plan.expectations), kernel.tree.path))
+
+
+def attribution(run: Run) -> Attribution:
+    """What the run's crashes are attributed with: the series' patches, the
+    tree at its top, the build's modules.order, the plan's waivers."""
+    return Attribution(
+        patches=Attribution.patches_of(run.result.series),
+        tree=run.kernel.tree.path if run.kernel else None,
+        modules_order=run.kernel.modules_order if run.kernel else "",
+        waiver=lambda title, signature: waiver_for(run.plan, title, signature))
 
 
 def _retried(run: Run, sctx: SuiteContext, log: Path, on_result) -> list:

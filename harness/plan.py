@@ -124,6 +124,10 @@ class Plan:
     series: tuple[str, ...] = ()
     # build after every patch: new warnings, checkpatch, .config changes, bisectability
     per_patch: bool = False
+    # with per_patch: after the top, boot every earlier patch's kernel too (modules
+    # put into the running nodes when only they changed) and run `each_suites`
+    test_each: bool = False
+    each_suites: tuple[str, ...] = ()     # () = the plan's suites
     # known crashes that do not fail the run (each shown in the report with its reason)
     waivers: tuple[Waiver, ...] = ()
     # known failures of the suites beyond harness/suites/<suite>/expectations.yaml:
@@ -294,6 +298,11 @@ def _check(plan: Plan, src: str) -> None:
         raise PlanError(f"{src}: bisect_repeat: at least 1, got {plan.bisect_repeat}")
     if not 1 <= plan.perf.repeat <= 20:
         raise PlanError(f"{src}: perf.repeat: between 1 and 20, got {plan.perf.repeat}")
+    if plan.test_each and not plan.per_patch:
+        raise PlanError(f"{src}: test_each: needs per_patch: true (every patch built)")
+    if plan.test_each and plan.vm.backend != "qemu":
+        raise PlanError(f"{src}: test_each: reboots the nodes between patches, which "
+                        "needs vm.backend: qemu")
     if plan.modules_cycles < 1:
         raise PlanError(f"{src}: modules_cycles: must be at least 1")
     for index, waiver in enumerate(plan.waivers):

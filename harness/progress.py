@@ -54,6 +54,23 @@ class Progress:
         self.console.print(f"  patch {report.index} {printable(report.subject[:60])}: {state}"
                            + "".join(f", {e}" for e in extra if e))
 
+    def patch_tests(self, report: PatchResult) -> None:
+        """A patch booted and tested on its own (--test-each)."""
+        t = report.tests
+        if t is None:
+            return
+        head = f"  patch {report.index} {printable(report.subject[:60])}: "
+        if t.action == "skipped":
+            self.console.print(head + f"[yellow]not tested[/] ({printable(t.why)})")
+            return
+        state = "[bold red]FAILS[/]" if t.fails else ("[bold red]NOT TESTED[/]" if t.error
+                                                      else "[green]passes[/]")
+        extra = [f"{len(t.crashes)} crash(es)" if t.crashes else "",
+                 printable(t.error[:120]) if t.error else ""]
+        self.console.print(head + f"{state} on its own kernel ({t.action}: {printable(t.why)}); "
+                           f"{t.passed} pass, {t.failed} fail, {t.skipped} skip"
+                           + "".join(f", {e}" for e in extra if e) + f" ({t.seconds:.1f} s)")
+
     def for_tests(self) -> TestProgress:
         return TestProgress(self.console)
 

@@ -26,14 +26,15 @@ from . import image, kconfig, pipeline, series, source, suites
 from .cache import Cache
 from .errors import EXIT_INFRA, HarnessError, PlanError, is_disk_full
 from .pipeline import Interrupted, Run, Stages
-from .plan import WORKING_TREE, Plan, check_working_tree, waiver_for
+from .plan import WORKING_TREE, Plan, check_working_tree
 from .progress import Progress
 from .report import write_report
 from .results import baseline, history, reproducer
-from .results.crashes import Attribution, node_crashes
+from .results.crashes import node_crashes
 from .results.model import RunResult, WarningRecord
 from .results.summary import print_summary
 from .results.verdict import decide, flaky_warnings
+from .series import each
 from .results.writers import write_json, write_junit
 from .source import working
 from .suites import expectations
@@ -158,12 +159,13 @@ def preflight(plan: Plan) -> None:
     check_kconfig_base(plan)
     # parse errors and conflicting values between fragments (exit 2)
     kconfig.effective_requests([kconfig.fragment_path(n) for n in plan.kconfig.fragments])
-    unknown = [s for s in plan.suites if s not in suites.SUITES]
+    unknown = [s for s in (*plan.suites, *plan.each_suites) if s not in suites.SUITES]
     if unknown:
         raise PlanError(f"{plan.source_file}: suites: unknown suite(s) {', '.join(unknown)} "
                         f"(known: {', '.join(suites.SUITES)})")
     recipe = image.load_recipe(plan.image)
-    suite_needs.check(plan.suites, plan.kconfig.fragments, recipe.packages,
+    suite_needs.check(tuple(dict.fromkeys((*plan.suites, *plan.each_suites))),
+                      plan.kconfig.fragments, recipe.packages,
                       str(plan.source_file), recipe.path or plan.image, plan.kconfig.base)
     expectations.load(plan.suites, plan.expectations)     # bad entries: exit 2 now
     if plan.vm.init == "systemd" and "systemd-sysv" not in recipe.packages:
@@ -225,18 +227,15 @@ def stages(state: Run, test: bool = True) -> None:
     pipeline.boot(state, img, moddisk)
     if test:
         pipeline.test(state)
+        if each.wanted(state.plan):      # series check --test-each: the patches below the top
+            each.test_each(state)
 
 
 def _finish(state: Run, keep: Callable[[Run], bool] | None = None) -> None:
     """Stop the nodes (unless `keep` keeps them), read their consoles, decide
     and write the results."""
     result, plan = state.result, state.plan
-    kernel = state.kernel
-    attribution = Attribution(
-        patches=Attribution.patches_of(result.series),
-        tree=kernel.tree.path if kernel else None,
-        modules_order=kernel.modules_order if kernel else "",
-        waiver=lambda title, signature: waiver_for(plan, title, signature))
+    attribution = pipeline.attribution(state)
     for node in state.nodes:
         if node.session is not None and node.alive():
             with contextlib.suppress(Exception):

@@ -75,7 +75,8 @@ def after_run(plan: Plan, result: RunResult, runs_dir: Path, cache: Cache,
         return result
     target, why = found
     console.print(f"[bold]bisect[/] inside the series: {printable(why)}")
-    step_plan = dataclasses.replace(plan, bisect=False, per_patch=False)
+    step_plan = dataclasses.replace(plan, bisect=False, per_patch=False,
+                                    test_each=False)
     start = time.monotonic()
     try:
         rng = SeriesRange(step_plan, runs_dir / ".bisect-series")

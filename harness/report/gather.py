@@ -98,6 +98,10 @@ def reasons(result: RunResult) -> list[str]:
     if len(crashed) > CRASH_REASONS:
         out.append(f"… and {len(crashed) - CRASH_REASONS} more crash(es) below")
     for patch in result.patches:
+        if patch.tests is not None and patch.tests.fails and patch is not result.patches[-1]:
+            what = (patch.tests.failed_rows or patch.tests.crashes)[0]
+            out.append(f"patch {patch.index} \"{clean(patch.subject)}\" fails on its own "
+                       f"kernel (--test-each): {clean(what)}")
         if patch.builds is False:
             out.append(f"patch {patch.index} \"{clean(patch.subject)}\" does not build"
                        + (f": {first_line(patch.errors)}" if patch.errors.strip() else ""))
@@ -169,8 +173,23 @@ def _patches(result: RunResult) -> list[PatchView]:
             [clean(w) for w in p.new_warnings], [clean(c) for c in p.checkpatch],
             _checkpatch_counts(p),
             [f"{c.symbol}: {c.old or 'unset'} -> {c.new or 'unset'}" for c in p.config_changes],
-            clean(p.breaks_bisection), blamed))
+            clean(p.breaks_bisection), blamed, *_tests(p)))
     return out
+
+
+def _tests(p: PatchResult) -> tuple[str, bool, list[str]]:
+    """A patch's --test-each outcome: the cell, whether it fails, the notes."""
+    t = p.tests
+    if t is None:
+        return "", False, []
+    if t.action == "skipped":
+        return f"skipped: {clean(t.why)}", False, []
+    cell = (f"{t.passed} pass" + (f", {t.failed} fail" if t.failed else "")
+            + (f", {len(t.crashes)} crash" if t.crashes else "") + f" ({t.action})")
+    notes = ([f"fails: {clean(r)}" for r in t.failed_rows]
+             + [f"crash: {clean(c)}" for c in t.crashes]
+             + ([f"not tested: {clean(t.error)}"] if t.error else []))
+    return cell, t.fails or bool(t.error), notes
 
 
 def _kconfig(result: RunResult) -> KconfigView:

@@ -44,6 +44,9 @@ class PatchView:
     config_changes: list[str]    # "SYMBOL: old -> new"
     breaks_bisection: str
     suspected_by: list[str]      # the crashes blamed on this patch
+    tests: str = ""              # --test-each: "12 pass (modules)", "" when not tested
+    tests_failed: bool = False
+    tests_notes: list[str] = field(default_factory=list)   # failed rows, crashes, error
 
 
 @dataclass(frozen=True)

@@ -162,6 +162,26 @@ class ConfigChange:
 
 
 @dataclass
+class PatchTests:
+    """A patch's own kernel booted and tested (`series check --test-each`)."""
+    action: str                    # modules | reboot | none | skipped
+    why: str                       # e.g. "only modules changed: rdma_rxe"
+    passed: int = 0                # pass, xpass and flaky rows
+    failed: int = 0                # fail and error rows
+    skipped: int = 0               # skip and xfail rows
+    failed_rows: list[str] = field(default_factory=list)   # "suite name on node"
+    crashes: list[str] = field(default_factory=list)       # "node: title" that count
+    error: str = ""                # the harness could not test it (boot, put-in, SSH)
+    release: str = ""
+    build_key: str = ""
+    seconds: float = 0.0
+
+    @property
+    def fails(self) -> bool:       # its kernel failed its suites: a row or a crash
+        return bool(self.failed or self.crashes)
+
+
+@dataclass
 class PatchResult:
     """One patch of a series: applied, and with per-patch checks, built."""
     index: int
@@ -179,6 +199,8 @@ class PatchResult:
     checkpatch: list[str] = field(default_factory=list)     # "LEVEL:TYPE file:line: text"
     config_changes: list[ConfigChange] = field(default_factory=list)
     breaks_bisection: str = ""
+    # booted and tested on its own (`series check --test-each`)
+    tests: PatchTests | None = field(default=None, metadata=OMIT)
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from .model import STATUSES, BisectResult, RunResult
+from .model import STATUSES, BisectResult, PatchTests, RunResult
 from .safe import printable
 
 _STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skip": "yellow",
@@ -112,7 +112,9 @@ def _print_series(result: RunResult, console: Console) -> None:
     if not rows:
         return
     table = Table(title="series", show_edge=False)
-    for column in ("#", "patch", "builds", "new warnings", "checkpatch", ".config"):
+    tested = any(p.tests is not None for _, p in rows)      # --test-each
+    for column in ("#", "patch", "builds", "new warnings", "checkpatch", ".config",
+                   *(("tests on its kernel",) if tested else ())):
         table.add_column(column)
     several = len(result.series) > 1
     notes = []
@@ -126,7 +128,14 @@ def _print_series(result: RunResult, console: Console) -> None:
         warn = f"[bold red]{count}" if count else ("0" if p.builds is not None else "-")
         subject = f"{name}: {p.subject}" if several else p.subject
         table.add_row(str(p.index), printable(subject), builds, warn, printable(check),
-                      str(len(p.config_changes)) if p.builds is not None else "-")
+                      str(len(p.config_changes)) if p.builds is not None else "-",
+                      *((cell_of_tests(p.tests),) if tested else ()))
+        if p.tests is not None:
+            notes += [f"patch {p.index} fails on its own kernel: {r}"
+                      for r in p.tests.failed_rows[:5]]
+            notes += [f"patch {p.index} crashed on its own kernel: {c}" for c in p.tests.crashes]
+            if p.tests.error:
+                notes.append(f"patch {p.index} could not be tested: {p.tests.error[:150]}")
         notes += [f"patch {p.index} adds: {w}" for w in p.new_warnings]
         notes += [f"patch {p.index} checkpatch: {c}" for c in p.checkpatch[:5]]
         if p.breaks_bisection:
@@ -137,6 +146,20 @@ def _print_series(result: RunResult, console: Console) -> None:
     console.print(table)
     for note in notes:
         console.print(printable(note), soft_wrap=True)
+
+
+def cell_of_tests(tests: PatchTests | None) -> str:
+    """A patch's --test-each outcome in a cell: how the nodes got its kernel,
+    the counts, or why it was not tested."""
+    if tests is None:
+        return "-"
+    if tests.action == "skipped":
+        return f"[yellow]skipped[/] ({printable(tests.why[:40])})"
+    counts = f"{tests.passed} pass" + (f", {tests.failed} fail" if tests.failed else "")
+    if tests.crashes:
+        counts += f", {len(tests.crashes)} crash"
+    style = "[bold red]" if tests.fails else ("[bold red]error " if tests.error else "[green]")
+    return f"{style}{counts}[/] ({tests.action})"
 
 
 def _print_perf(result: RunResult, console: Console) -> None:

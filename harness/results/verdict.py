@@ -3,7 +3,9 @@ kernel or a test), error (exit 2 bad input, 3 the harness's own trouble).
 
 A kernel crash or hang on the console turns an infrastructure error into a
 kernel failure (the harness could not go on because the kernel died); a
-waived crash, or one QEMU caused (a paused VM), does not count. A flaky row
+waived crash, or one QEMU caused (a paused VM), does not count. With
+`--test-each`, a patch whose own kernel failed its suites fails the run; one
+the harness could not test (and nothing failed) makes it an error. A flaky row
 (failed, then passed on a retry) does not fail the run: it is a warning
 (`flaky_warnings`); a crash fails it whatever the retries did."""
 from __future__ import annotations
@@ -39,8 +41,15 @@ def decide(error: str | None, exit_code: int, tests: list[TestRecord],
         return Verdict("fail" if exit_code == EXIT_FAIL else "error", exit_code, error)
     failed = [t for t in tests if t.status in FAILED_STATUSES]
     unbuildable = [p for p in patches if p.builds is False]
-    if failed or crashed or unbuildable or perf_regressions:
+    # --test-each: a patch's own kernel failed its suites
+    tested_bad = [p for p in patches if p.tests is not None and p.tests.fails]
+    if failed or crashed or unbuildable or perf_regressions or tested_bad:
         return Verdict("fail", EXIT_FAIL, None)
+    untested = [p for p in patches if p.tests is not None and p.tests.error]
+    if untested:
+        return Verdict("error", EXIT_INFRA, "; ".join(
+            f"patch {p.index} could not be tested: {p.tests.error.splitlines()[0]}"
+            for p in untested))
     return Verdict("pass", EXIT_PASS, None)
 
 

@@ -120,3 +120,34 @@ def test_mbox_gives_the_same_commits_as_the_series_directory(tmp_path):
     again = json.loads((latest / "results.json").read_text())
     assert again["kernel"]["series_top"] == results["kernel"]["series_top"]
     assert [s for s in again["stages"] if s["name"] == "build"][0]["cached"]
+
+
+def test_test_each_boots_and_tests_every_patch(tmp_path, kernel_tree):
+    """--test-each: after the top, patch 1's kernel is brought to the running
+    nodes (the demo series touches only drivers/infiniband/sw/rxe: its
+    modules are put in, no reboot) and verbs-smoke runs on it."""
+    code, results, run_dir, out = series_check(
+        tmp_path, "demo-rxe-counters", "--test-each", "--set", "suites=[verbs-smoke]",
+        "--set", "modules=[rdma_rxe]")
+    assert code == 0, results.get("error")
+    patches = results["series"][0]["patches"]
+    assert [p["index"] for p in patches] == [1, 2]
+    for p in patches:
+        tests = p["tests"]
+        assert tests["passed"] > 0 and tests["failed"] == 0 and tests["crashes"] == [], p
+        assert tests["action"] in ("modules", "reboot", "none"), tests
+    first, top = patches[0]["tests"], patches[1]["tests"]
+    assert first["action"] == "modules", first
+    assert "rdma_rxe" in first["why"]
+    assert top["action"] == "none" and top["passed"] == sum(
+        t["status"] == "pass" for t in results["tests"])
+    assert first["build_key"] != top["build_key"] and first["release"] == top["release"]
+    assert "test-each" in [s["name"] for s in results["stages"]]
+    assert (run_dir / "logs" / "patches" / "0001-pytest.log").exists()
+    words = " ".join(out.split())          # the console may wrap long lines
+    assert "patch 1 RDMA/rxe: Count packets dropped for a bad ICRC: passes on its own " \
+           "kernel (modules: only modules changed: rdma_rxe)" in words
+    # the tree is back at the top of the series
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=kernel_tree.path,
+                          capture_output=True, text=True).stdout.strip()
+    assert head == results["kernel"]["series_top"]

@@ -10,7 +10,8 @@ import pytest
 
 from harness.results.model import (ConfigChange, CrashRecord, ExpectationEntry,
                                    ExpectationsSummary, KconfigResult, KernelInfo,
-                                   MissingSymbol, NodeRecord, PatchResult, PerfComparison,
+                                   MissingSymbol, NodeRecord, PatchResult, PatchTests,
+                                   PerfComparison,
                                    RequestedSymbol, RunResult, SeriesResult, StageRecord,
                                    SuspectedPatch, Until, WarningRecord)
 from harness.results.model import TestRecord as Record
@@ -53,7 +54,10 @@ def everything() -> RunResult:
         series=[SeriesResult("demo", "patches/demo", "v7.2", "<id@x>", [
             PatchResult(1, "demo", "rxe: x", "A <a@b>", "c1", "0001.patch", ["x.c"],
                         builds=True, new_warnings=["x.c:1:1: warning: w"],
-                        config_changes=[ConfigChange("A", "n", "y")])])],
+                        config_changes=[ConfigChange("A", "n", "y")],
+                        tests=PatchTests("modules", "only modules changed: rdma_rxe", 6, 1,
+                                         0, ["verbs-smoke t on node1"], ["node1: BUG: x"],
+                                         "", "7.2.13+", "k1", 40.0))])],
         perf=PerfComparison(30, "20261130-quickstart-aaaa", baseline_started="2026-11-30",
                             chosen_by="latest earlier run of this plan", compared=3,
                             flagged=1),
