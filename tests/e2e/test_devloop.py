@@ -86,7 +86,7 @@ def test_boot_edit_reload_modules_then_builtin_reboots(tree, tmp_path):
         assert reload["reloaded"] == ["rdma_rxe"]
         assert reload["links"] == ["node1: rxe0 type rxe netdev eth1"]
         stages = {s["name"]: s for s in result["stages"]}
-        assert stages["build"]["note"] == "modules only: rdma_rxe", stages
+        assert stages["build"]["message"] == "modules only: rdma_rxe", stages
         assert "kconfig" not in stages                     # nothing but the module built
         assert result["kernel"]["working_tree"] and result["kernel"]["diff_hash"]
         assert qemu_pids(runs) == pids                     # the same guests
