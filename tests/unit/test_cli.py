@@ -26,8 +26,7 @@ suites: [modules]
 """
 
 
-@pytest.fixture(autouse=True)
-def offline(monkeypatch, tmp_path):
+def forbid_stages(monkeypatch) -> None:
     """No stage past preflight may run: they download, build and boot."""
     def forbidden(*args, **kwargs):
         pytest.fail("a pipeline stage ran although preflight should have stopped the run")
@@ -35,6 +34,11 @@ def offline(monkeypatch, tmp_path):
     for module, name in ((pipeline.source, "prepare"), (pipeline.kconfig, "configure"),
                          (pipeline.build, "build"), (pipeline.image, "build_image")):
         monkeypatch.setattr(module, name, forbidden)
+
+
+@pytest.fixture(autouse=True)
+def offline(monkeypatch, tmp_path):
+    forbid_stages(monkeypatch)
     monkeypatch.setenv("COLUMNS", "400")     # rich wraps at 80 columns otherwise
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)              # the default --runs-dir is ./runs

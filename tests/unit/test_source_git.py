@@ -23,9 +23,8 @@ def git(repo: Path, *args: str) -> str:
                           capture_output=True).stdout.strip()
 
 
-def fake_kernel_tree(path: Path) -> tuple[str, str]:
-    """A git tree the source stage takes for a kernel; two commits whose
-    Makefile and one driver file differ."""
+def kernel_files(path: Path) -> None:
+    """The files check_kernel_tree wants, a Makefile with a version, a driver."""
     for d in ("scripts/kconfig", "arch/x86", "drivers"):
         (path / d).mkdir(parents=True)
     (path / "Kconfig").write_text("mainmenu \"x\"\n")
@@ -33,6 +32,12 @@ def fake_kernel_tree(path: Path) -> tuple[str, str]:
     (path / "arch/x86/Kconfig").write_text("")
     (path / "Makefile").write_text("VERSION = 7\nPATCHLEVEL = 2\nSUBLEVEL = 0\n")
     (path / "drivers/rxe.c").write_text("int version = 1;\n")
+
+
+def fake_kernel_tree(path: Path) -> tuple[str, str]:
+    """A git tree the source stage takes for a kernel; two commits whose
+    Makefile and one driver file differ."""
+    kernel_files(path)
     git(path, "init", "-q")
     git(path, "add", ".")
     git(path, "commit", "-qm", "one")

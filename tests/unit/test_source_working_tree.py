@@ -23,6 +23,8 @@ from harness.errors import EXIT_BAD_INPUT, PlanError, SourceError
 from harness.plan import KconfigSpec, KernelSpec, Plan
 from harness.results.model import RunResult
 from harness.source import SourceTree, prepare, working
+from tests.unit.test_cli import forbid_stages
+from tests.unit.test_source_git import kernel_files
 
 # the module: harness.kconfig's `configure` attribute is the function
 kconfig_configure = importlib.import_module("harness.kconfig.configure")
@@ -38,13 +40,7 @@ def git(repo: Path, *args: str) -> str:
 def checkout(path: Path) -> Path:
     """A committed fake kernel tree (the markers check_kernel_tree wants) that
     ignores *.o."""
-    for d in ("scripts/kconfig", "arch/x86", "drivers"):
-        (path / d).mkdir(parents=True)
-    (path / "Kconfig").write_text("mainmenu \"x\"\n")
-    (path / "scripts/kconfig/Makefile").write_text("")
-    (path / "arch/x86/Kconfig").write_text("")
-    (path / "Makefile").write_text("VERSION = 7\nPATCHLEVEL = 2\nSUBLEVEL = 0\n")
-    (path / "drivers/rxe.c").write_text("int version = 1;\n")
+    kernel_files(path)
     (path / ".gitignore").write_text("*.o\n")
     git(path, "init", "-q")
     git(path, "add", ".")
@@ -276,12 +272,7 @@ def run_plan(tmp_path, plan: Plan):
 
 @pytest.fixture
 def offline(monkeypatch, tmp_path):
-    def forbidden(*args, **kwargs):
-        pytest.fail("a pipeline stage ran although preflight should have stopped the run")
-
-    for module, name in ((pipeline.source, "prepare"), (pipeline.kconfig, "configure"),
-                         (pipeline.build, "build"), (pipeline.image, "build_image")):
-        monkeypatch.setattr(module, name, forbidden)
+    forbid_stages(monkeypatch)
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
 
 
