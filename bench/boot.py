@@ -5,6 +5,11 @@
             started -> first SSH command (`true`) answered (harness init, sshd).
             In-process: the harness CLI's own start-up and cache checks are not in
             it, nor the guest's shutdown after the answer.
+  harness-cli  the same through the commands a developer types: `harness boot` of
+            the quickstart plan with one node (its stages: source, series,
+            kconfig, build, image from the cache, the boot) until it returns, then
+            `harness ssh -- true` until it returns; the `harness stop` after it is
+            not counted. The whole wait, Python start-ups included.
   bare      `qemu -kernel` of the same kernel and disk, init=/bin/true: QEMU start ->
             QEMU exit (init ran, the kernel panicked on its exit, -no-reboot). A
             floor: no network, no SSH, no command from the host.
@@ -162,6 +167,21 @@ def harness_boot(kb, img, moddisk, accel: AccelChoice, work: Path) -> float:
         node.stop()
 
 
+def harness_cli_boot(work: Path) -> float:
+    harness = [sys.executable, "-m", "harness"]
+    start = time.monotonic()
+    booted = proc.run([*harness, "boot", "--runs-dir", work / "cli-runs", "--ttl", "15m",
+                       "--set", "vm.nodes=1"], timeout=900, check=True,
+                      cwd=Path(__file__).resolve().parent.parent)
+    run_id = next(line.split()[-1] for line in booted.stdout.splitlines()
+                  if line.strip().startswith("run id:"))
+    try:
+        proc.run([*harness, "ssh", run_id, "--", "true"], timeout=300, check=True)
+        return time.monotonic() - start
+    finally:
+        proc.run([*harness, "stop", run_id], timeout=300)
+
+
 def bare_boot(kb, img, accel: AccelChoice, work: Path) -> float:
     overlay = work / "bare.qcow2"
     overlay.unlink(missing_ok=True)
@@ -205,13 +225,13 @@ def table(figures: dict[str, list[float]]) -> tuple[dict, dict, list[str]]:
     medians = {w: statistics.median(r) for w, r in figures.items() if r}
     base = medians.get("vng")
     ratios = {w: (m / base if base else None) for w, m in medians.items()}
-    lines = [f"{'what':8} {'seconds':>8} {'ratio-to-vng':>13}  runs (s)"]
+    lines = [f"{'what':11} {'seconds':>8} {'ratio-to-vng':>13}  runs (s)"]
     for what, runs in figures.items():
         if what not in medians:
-            lines.append(f"{what:8} {'-':>8} {'-':>13}  (not run)")
+            lines.append(f"{what:11} {'-':>8} {'-':>13}  (not run)")
             continue
         ratio = f"{ratios[what]:.2f}" if ratios[what] is not None else "-"
-        lines.append(f"{what:8} {medians[what]:8.2f} {ratio:>13}  "
+        lines.append(f"{what:11} {medians[what]:8.2f} {ratio:>13}  "
                      + " ".join(f"{r:.2f}" for r in runs))
     return medians, ratios, lines
 
@@ -231,6 +251,7 @@ def main() -> None:
     try:
         kb, img, moddisk, accel, source, commit = prepare(work, cache)
         boots = {"harness": lambda: harness_boot(kb, img, moddisk, accel, work),
+                 "harness-cli": lambda: harness_cli_boot(work),
                  "bare": lambda: bare_boot(kb, img, accel, work)}
         vng: dict = {}
         if not args.no_vng:
@@ -246,7 +267,8 @@ def main() -> None:
         names = list(boots)
         load = [os.getloadavg()[0]]
         figures: dict[str, list[float]] = {name: [] for name in
-                                           ("harness", "bare", "vng", "vng-9p")}
+                                           ("harness", "harness-cli", "bare", "vng",
+                                            "vng-9p")}
         for name in names:                      # one untimed round: caches warm, vng works
             boots[name]()
         for rep in range(args.repeat):
