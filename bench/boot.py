@@ -195,6 +195,10 @@ def bare_boot(kb, img, accel: AccelChoice, out: Path) -> float:
                      "console=ttyS0 root=/dev/vda rw init=/bin/true panic=-1",
                      "-drive", f"file={overlay},if=virtio,format=qcow2"],
                     log=out / "qemu.log", timeout=600)
+    console = (out / "console.log").read_text(errors="replace")
+    if not done.ok or "Run /bin/true as init process" not in console:
+        raise proc.ProcError(f"bare QEMU exited with code {done.returncode} before "
+                             "the kernel ran init", 3)
     return done.seconds
 
 
