@@ -25,13 +25,16 @@
             check but not its options, so vng waits about 3.5 s for it to start
             before it falls back to 9p; this row is the same 9p guest without that.
 
-Repetitions alternate the four (the order rotates each time) after one untimed
+Repetitions alternate the rows (the order rotates each time) after one untimed
 round. virtme-ng (VNG_VERSION) is installed into its own venv in the harness cache
 (<cache>/bench/vng/venv-VERSION) and vng's kernel is built there, from a clone
 of the Debian source tree the harness imported, at its import commit: `vng
 --kconfig` then `vng --build` under `nice -n 10`, once per (source commit, vng
 version), 30-60 min on 2 cores. The demo series the quickstart kernel carries
 touches only rdma_rxe, which vng's config does not build.
+
+A run that fails shows as "failed", is left out of the medians, keeps its logs,
+and makes the exit code 1.
 
 Usage: .venv/bin/python bench/boot.py [--repeat 3] [--json FILE] [--no-vng]
 Prints median seconds, the ratio of each to vng's, and every run.
@@ -154,23 +157,23 @@ def kernel_release(tree: Path) -> str:
 
 # --- the three boots ---------------------------------------------------------
 
-def harness_boot(kb, img, moddisk, accel: AccelChoice, work: Path) -> float:
+def harness_boot(kb, img, moddisk, accel: AccelChoice, out: Path) -> float:
     boot = BootConfig(kb, img, moddisk, accel.accel, 600, img.init)
     start = time.monotonic()
-    node = QemuNode(topology(VmSpec(nodes=1))[0], boot, work / "harness")
+    node = QemuNode(topology(VmSpec(nodes=1))[0], boot, out / "node")
     try:
         node.start()
-        session = node.wait_ssh(work / "ssh.log")
+        session = node.wait_ssh(out / "ssh.log")
         session.run(["true"], timeout=60, check=True)
         return time.monotonic() - start
     finally:
         node.stop()
 
 
-def harness_cli_boot(work: Path) -> float:
+def harness_cli_boot(out: Path) -> float:
     harness = [sys.executable, "-m", "harness"]
     start = time.monotonic()
-    booted = proc.run([*harness, "boot", "--runs-dir", work / "cli-runs", "--ttl", "15m",
+    booted = proc.run([*harness, "boot", "--runs-dir", out / "cli-runs", "--ttl", "15m",
                        "--set", "vm.nodes=1"], timeout=900, check=True,
                       cwd=Path(__file__).resolve().parent.parent)
     run_id = next(line.split()[-1] for line in booted.stdout.splitlines()
@@ -182,17 +185,20 @@ def harness_cli_boot(work: Path) -> float:
         proc.run([*harness, "stop", run_id], timeout=300)
 
 
-def bare_boot(kb, img, accel: AccelChoice, work: Path) -> float:
-    overlay = work / "bare.qcow2"
-    overlay.unlink(missing_ok=True)
+def bare_boot(kb, img, accel: AccelChoice, out: Path) -> float:
+    overlay = out / "bare.qcow2"
     proc.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", img.disk,
               overlay], check=True, timeout=60)
     done = proc.run([QEMU, "-accel", accel.accel, "-m", "2048", "-nodefaults",
-                     "-display", "none", "-no-reboot", "-serial", f"file:{work}/bare.log",
+                     "-display", "none", "-no-reboot", "-serial", f"file:{out}/console.log",
                      "-kernel", kb.bzimage, "-append",
                      "console=ttyS0 root=/dev/vda rw init=/bin/true panic=-1",
                      "-drive", f"file={overlay},if=virtio,format=qcow2"],
-                    log=work / "bare-qemu.log", timeout=600)
+                    log=out / "qemu.log", timeout=600)
+    console = (out / "console.log").read_text(errors="replace")
+    if not done.ok or "Run /bin/true as init process" not in console:
+        raise proc.ProcError(f"bare QEMU exited with code {done.returncode} before "
+                             "the kernel ran init", 3)
     return done.seconds
 
 
@@ -201,10 +207,16 @@ def vng_argv(bindir: Path, accel: AccelChoice, force_9p: bool = False) -> list[s
             *(["--force-9p"] if force_9p else []), "--exec", "true"]
 
 
-def vng_boot(tree: Path, bindir: Path, accel: AccelChoice, work: Path,
+def vng_boot(tree: Path, bindir: Path, accel: AccelChoice, out: Path,
              force_9p: bool = False) -> float:
+    # output through pipes, not a log file: vng's QEMU opens /proc/self/fd/1 and 2
+    # as file chardevs, which would truncate the log
     done = proc.run(vng_argv(bindir, accel, force_9p), cwd=tree, env=vng_env(bindir),
-                    log=work / "vng.log", check=True, timeout=600)
+                    timeout=600)
+    (out / "vng.log").write_text(f"$ {shlex.join(done.argv)}\n{done.stdout}{done.stderr}"
+                                 f"exit code {done.returncode}\n")
+    if not done.ok:
+        raise proc.ProcError(f"vng exited with code {done.returncode}", 3)
     return done.seconds
 
 
@@ -221,18 +233,32 @@ def vng_host_check() -> None:
 
 # --- the table ---------------------------------------------------------------
 
-def table(figures: dict[str, list[float]]) -> tuple[dict, dict, list[str]]:
-    medians = {w: statistics.median(r) for w, r in figures.items() if r}
+def timed(name: str, boot, out: Path) -> float | None:
+    """One boot's seconds, or None when it failed (its logs are kept in `out`)."""
+    out.mkdir(parents=True)
+    try:
+        seconds = boot(out)
+    except Exception as exc:                  # noqa: BLE001 (a failed run is a figure too)
+        first = (str(exc) or type(exc).__name__).splitlines()[0]
+        print(f"{name}: run failed ({first}); logs in {out}", file=sys.stderr, flush=True)
+        return None
+    shutil.rmtree(out, ignore_errors=True)
+    return seconds
+
+
+def table(figures: dict[str, list[float | None]]) -> tuple[dict, dict, list[str]]:
+    medians = {w: statistics.median(ok) for w, r in figures.items()
+               if (ok := [x for x in r if x is not None])}
     base = medians.get("vng")
     ratios = {w: (m / base if base else None) for w, m in medians.items()}
     lines = [f"{'what':11} {'seconds':>8} {'ratio-to-vng':>13}  runs (s)"]
     for what, runs in figures.items():
+        shown = " ".join("failed" if r is None else f"{r:.2f}" for r in runs)
         if what not in medians:
-            lines.append(f"{what:11} {'-':>8} {'-':>13}  (not run)")
+            lines.append(f"{what:11} {'-':>8} {'-':>13}  {shown or '(not run)'}")
             continue
         ratio = f"{ratios[what]:.2f}" if ratios[what] is not None else "-"
-        lines.append(f"{what:11} {medians[what]:8.2f} {ratio:>13}  "
-                     + " ".join(f"{r:.2f}" for r in runs))
+        lines.append(f"{what:11} {medians[what]:8.2f} {ratio:>13}  {shown}")
     return medians, ratios, lines
 
 
@@ -250,30 +276,29 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-boot-"))
     try:
         kb, img, moddisk, accel, source, commit = prepare(work, cache)
-        boots = {"harness": lambda: harness_boot(kb, img, moddisk, accel, work),
-                 "harness-cli": lambda: harness_cli_boot(work),
-                 "bare": lambda: bare_boot(kb, img, accel, work)}
+        boots = {"harness": lambda out: harness_boot(kb, img, moddisk, accel, out),
+                 "harness-cli": lambda out: harness_cli_boot(out),
+                 "bare": lambda out: bare_boot(kb, img, accel, out)}
         vng: dict = {}
         if not args.no_vng:
             bindir = vng_venv(cache)
             tree, record = vng_tree(cache, bindir, source, commit)
             vng_host_check()
-            boots["vng"] = lambda: vng_boot(tree, bindir, accel, work)
-            boots["vng-9p"] = lambda: vng_boot(tree, bindir, accel, work, force_9p=True)
+            boots["vng"] = lambda out: vng_boot(tree, bindir, accel, out)
+            boots["vng-9p"] = lambda out: vng_boot(tree, bindir, accel, out, force_9p=True)
             vng = {"version": VNG_VERSION, "tree": str(tree),
                    "command": shlex.join(["vng", *vng_argv(bindir, accel)[1:]]),
                    "command_9p": shlex.join(["vng", *vng_argv(bindir, accel, True)[1:]]),
                    **record}
         names = list(boots)
         load = [os.getloadavg()[0]]
-        figures: dict[str, list[float]] = {name: [] for name in
-                                           ("harness", "harness-cli", "bare", "vng",
-                                            "vng-9p")}
-        for name in names:                      # one untimed round: caches warm, vng works
-            boots[name]()
+        figures: dict[str, list[float | None]] = {
+            name: [] for name in ("harness", "harness-cli", "bare", "vng", "vng-9p")}
+        warmup = [timed(name, boots[name], work / f"{name}-warmup")   # caches warm
+                  for name in names]
         for rep in range(args.repeat):
             for name in names[rep % len(names):] + names[:rep % len(names)]:
-                figures[name].append(boots[name]())
+                figures[name].append(timed(name, boots[name], work / f"{name}-{rep + 1}"))
         load.append(os.getloadavg()[0])
         medians, ratios, lines = table(figures)
         print(f"harness kernel {kb.release} (quickstart config)" + (
@@ -294,7 +319,8 @@ def main() -> None:
                 "accel": accel.accel, "accel_reason": accel.reason,
                 "repeat": args.repeat, "harness_kernel": kb.release,
                 "source_commit": commit, "vng": vng,
-                "runs": {w: [round(r, 3) for r in rs] for w, rs in figures.items() if rs},
+                "runs": {w: [None if r is None else round(r, 3) for r in rs]
+                         for w, rs in figures.items() if rs},
                 "median": {w: round(m, 3) for w, m in medians.items()},
                 "ratio_to_vng": {w: (round(r, 3) if r is not None else None)
                                  for w, r in ratios.items()},
@@ -302,6 +328,9 @@ def main() -> None:
     except BaseException:
         print(f"bench/boot.py: logs kept in {work}", file=sys.stderr)
         raise
+    if None in warmup or any(None in runs for runs in figures.values()):
+        print(f"some runs failed (not in the medians): their logs are in {work}")
+        sys.exit(1)
     shutil.rmtree(work, ignore_errors=True)
 
 
