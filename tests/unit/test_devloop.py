@@ -245,3 +245,34 @@ def test_changed_since_counts_newer_and_deleted_files(tmp_path):
     (tmp_path / "new.c").write_text("")
     assert quick.changed_since(tmp_path, {"old.c", "new.c", "gone.c"}, 2000) == [
         "gone.c", "new.c"]
+
+
+def test_console_follows_new_lines_and_ends_with_its_supervisor(tmp_path):
+    """`harness console` prints the last lines, then what the console file
+    gets, and returns once the run's supervisor is gone (a `sleep` stands in
+    for it)."""
+    import sys
+    cache = Cache(tmp_path / "cache")
+    console = tmp_path / "console.log"
+    console.write_text("old 1\nold 2\nold 3\n")
+    keeper = subprocess.Popen(["sleep", "60"])
+    try:
+        node = registry.KeptNode("node1", "127.0.0.1", 2222, "/k", "ssh-ed25519 AAAA",
+                                 str(console))
+        registry.save(cache, dataclasses.replace(
+            entry("20261201-100000-quickstart-cons", tmp_path, pid=keeper.pid), nodes=(node,)))
+        follow = subprocess.Popen([sys.executable, "-m", "harness", "console", "--cache-dir",
+                                   str(cache.root), "--lines", "1", "node1"],
+                                  stdout=subprocess.PIPE, text=True)
+        time.sleep(2)
+        with open(console, "a") as f:
+            f.write("new line\n")
+        time.sleep(1)
+        keeper.kill()
+        keeper.wait()
+        out, _ = follow.communicate(timeout=30)
+    finally:
+        keeper.kill()
+    assert follow.returncode == 0
+    assert out.startswith("old 3\n") and "old 2" not in out
+    assert "new line\n" in out and "[harness: run 20261201-100000-quickstart-cons stopped]" in out
