@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import secrets
 import statistics
 import subprocess
 import sys
@@ -94,6 +95,8 @@ def main() -> None:
             "--set", "kernel.ref=working-tree", "--set", "series=[]",
             "--set", f"suites=[{args.suites}]", "--set", "modules=[rdma_rxe]",
             "--runs-dir", str(runs)] + [a for o in args.overrides for a in ("--set", o)]
+    # every edit new to the build cache, this run's and earlier runs' alike
+    token = secrets.token_hex(3)
     figures: dict[str, list[float]] = {"reload": [], "full": []}
     stages: dict[str, list[dict]] = {"reload": [], "full": []}
     run_id = ""
@@ -105,20 +108,20 @@ def main() -> None:
         # warm: the first reload takes whatever the tree's first working-tree build needs
         harness("reload", run_id, "--runs-dir", str(runs), "--suites", args.suites)
         for n in range(1, args.repeat + 1):
-            edit(tree, original, f"bench reload {n}")
+            edit(tree, original, f"bench reload {n} {token}")
             done, seconds = harness("reload", run_id, "--runs-dir", str(runs),
                                     "--suites", args.suites)
             run_dir = run_dir_of(done.stdout)
             action = json.loads((run_dir / "results.json").read_text())["reload"]["action"]
             seen = subprocess.run([*HARNESS, "ssh", run_id, "node1", "--",
-                                   f"dmesg | grep -c 'loaded (bench reload {n})'"],
+                                   f"dmesg | grep -c 'loaded (bench reload {n} {token})'"],
                                   cwd=REPO, capture_output=True, text=True).stdout.strip()
             if done.returncode != 0 or action != "modules" or seen != "1":
                 sys.exit(f"reload {n}: exit {done.returncode}, action {action}, message "
                          f"seen {seen!r} times\n{done.stdout[-3000:]}")
             figures["reload"].append(seconds)
             stages["reload"].append(stage_seconds(run_dir))
-            edit(tree, original, f"bench full {n}")
+            edit(tree, original, f"bench full {n} {token}")
             done, seconds = harness("run", *plan)
             if done.returncode != 0:
                 sys.exit(f"full run {n}: exit {done.returncode}\n{done.stdout[-3000:]}")
