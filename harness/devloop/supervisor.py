@@ -7,7 +7,7 @@ stays, as the run's supervisor); the parent, meanwhile, passes Ctrl-C and
 SIGTERM on to the child, and exits with `n`. The supervisor owns the QEMU
 processes (their parent: they get SIGKILL when it dies, proc.py), keeps an
 entry in the registry, answers a control socket (stop, reboot with another
-kernel, a new lifetime), and stops the nodes at its deadline, on `harness
+kernel, the next reload's baseline), and stops the nodes at its deadline, on `harness
 stop`, or on SIGTERM. No node outlives the deadline: killing the command
 that started it changes nothing, killing the supervisor kills the guests."""
 from __future__ import annotations
@@ -217,9 +217,6 @@ class Supervisor:
         if op == "stop":
             self.stopping = "harness stop"
             return {"ok": True}
-        if op == "ttl":
-            self._update(deadline=time.time() + float(request["seconds"]))
-            return {"ok": True, "deadline": self.entry.deadline}
         if op == "built":           # a reload built (and put in) something new
             self._update(commit=request["commit"], built_at=float(request["built_at"]),
                          dirty=tuple(request["dirty"]),

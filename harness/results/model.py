@@ -348,7 +348,6 @@ class ReloadedModule:
     name: str
     path: str                      # under /lib/modules/<release>/ in the guests
     build_id: str                  # of the new .ko (readelf -n), checked in every node
-    srcversion: str = ""
 
 
 @dataclass(frozen=True)
