@@ -6,16 +6,14 @@ and maps to exit code 2.
 from __future__ import annotations
 
 import dataclasses
-import re
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from .errors import PlanError, read_utf8
+from .errors import PlanError
+from .inputs import TEXT_LIMIT, check_name, load_yaml, parse_yaml, quote
 
 # The project's data (plans, kconfigs, patches, vm-images): in a checkout,
 # harness/_data holds symlinks to the top-level folders; an installed package
@@ -175,7 +173,7 @@ def _convert(value: Any, tp: Any, where: str, src: str) -> Any:
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list):
-            raise PlanError(f"{src}: {where}: expected a list, got {value!r}")
+            raise PlanError(f"{src}: {where}: expected a list, got {quote(value)}")
         return tuple(_convert(v, typing.get_args(tp)[0], f"{where}[{i}]", src)
                      for i, v in enumerate(value))
     if dataclasses.is_dataclass(tp):
@@ -186,17 +184,17 @@ def _convert(value: Any, tp: Any, where: str, src: str) -> Any:
         return value
     if tp is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
         return str(value)
-    raise PlanError(f"{src}: {where}: expected {_describe(tp)}, got {value!r}")
+    raise PlanError(f"{src}: {where}: expected {_describe(tp)}, got {quote(value)}")
 
 
 def _build(cls: type, data: Any, where: str, src: str) -> Any:
     if not isinstance(data, dict):
-        raise PlanError(f"{src}: {where or 'top level'}: expected a mapping, got {data!r}")
+        raise PlanError(f"{src}: {where or 'top level'}: expected a mapping, got {quote(data)}")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
     kwargs = {}
     for key, value in data.items():
-        path = f"{where}.{key}" if where else str(key)
+        path = f"{where}.{key}" if where else str(key)[:100]
         if key not in names or key == "source_file":
             raise PlanError(f"{src}: unknown key '{path}' (known here: "
                             f"{', '.join(sorted(names - {'source_file'}))})")
@@ -204,7 +202,7 @@ def _build(cls: type, data: Any, where: str, src: str) -> Any:
         allowed = CHOICES.get(path)
         if allowed and kwargs[key] not in allowed:
             raise PlanError(f"{src}: {path}: expected one of {', '.join(allowed)}, "
-                            f"got {kwargs[key]!r}")
+                            f"got {quote(kwargs[key])}")
     return cls(**kwargs)
 
 
@@ -213,11 +211,12 @@ def apply_set(data: dict, assignment: str) -> None:
     if "=" not in assignment:
         raise PlanError(f"--set {assignment}: expected KEY=VALUE (e.g. vm.accel=tcg)")
     key, raw = assignment.split("=", 1)
-    try:
-        value = yaml.safe_load(raw) if raw != "" else ""
-    except yaml.YAMLError as exc:
-        raise PlanError(f"--set {key}: value {raw!r} is not valid YAML: {exc}") from exc
+    if len(raw) > TEXT_LIMIT:
+        raise PlanError(f"--set {quote(key)[1:-1]}: the value is over {TEXT_LIMIT} characters")
+    value = parse_yaml(raw, f"--set {quote(key)[1:-1]}: value {quote(raw)}") if raw != "" else ""
     parts = key.strip().split(".")
+    if not all(parts):
+        raise PlanError(f"--set {quote(key)}: a dotted plan key (e.g. vm.accel=tcg)")
     node = data
     for part in parts[:-1]:
         node = node.setdefault(part, {})
@@ -231,18 +230,11 @@ def load(path: str | Path | None, overrides: list[str] = (), as_run: bool = Fals
     which names the file it came from."""
     path = Path(path) if path else PROJECT_ROOT / "plans" / "quickstart.yaml"
     try:
-        text = read_utf8(path, PlanError, "plan file")
+        data = load_yaml(path, "plan file") or {}
     except FileNotFoundError:
         raise PlanError(f"{path}: plan file not found") from None
     except OSError as exc:
         raise PlanError(f"{path}: cannot read plan: {exc.strerror}") from None
-    try:
-        data = yaml.safe_load(text) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        raise PlanError(f"{path}{line}: malformed YAML: "
-                        f"{getattr(exc, 'problem', exc)}") from None
     if not isinstance(data, dict):
         raise PlanError(f"{path}: top level must be a mapping of plan keys")
     if as_run:
@@ -270,15 +262,8 @@ def waiver_for(plan: Plan, title: str, signature: str = "") -> Waiver | None:
     return None
 
 
-# a plan's name is part of its run directories' names (runs/<stamp>-<name>-<tag>)
-_NAME = re.compile(r"[A-Za-z0-9_+-][A-Za-z0-9._+-]{0,79}")
-
-
 def _check(plan: Plan, src: str) -> None:
-    if not _NAME.fullmatch(plan.name):
-        raise PlanError(f"{src}: name: letters, digits, '.', '_', '-' and '+' only, not "
-                        f"starting with '.', at most 80 characters (it names the run "
-                        f"directories); got {plan.name!r}")
+    check_name(plan.name, "name", src, limit=80)
     if plan.build.jobs < 0:
         raise PlanError(f"{src}: build.jobs: 0 (one per host core) or more, "
                         f"got {plan.build.jobs}")

@@ -1,0 +1,218 @@
+"""Untrusted input, checked in one place.
+
+Everything the harness reads from a user, a series directory, a tree or a
+guest goes through these functions before it becomes a path, an argv element,
+a parsed document or a message:
+
+* `check_name`: the one rule for a name that becomes part of a path (plan,
+  series, patch file, image, run id, node, suite, job id, volume);
+* `inside`: a relative path from a file (series.yaml's patches) resolved
+  inside its directory, symlinks included;
+* `not_option`: a URL, ref or path that would be read as an option by the
+  program it is given to;
+* `read_text` / `load_yaml` / `load_json`: size-bounded reads, YAML with a
+  bounded alias expansion and nesting;
+* `quote`: a value in a message, at most ~200 characters of it.
+
+Each raises the caller's stage error (exit 2 by default) naming the file and
+the key path."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .errors import EXIT_BAD_INPUT, HarnessError, PlanError
+
+# bytes: a plan, nightly file, series.yaml, fragment or expectations file is a
+# few KiB; a results.json of a full run a few MiB
+TEXT_LIMIT = 1 << 20
+JSON_LIMIT = 64 << 20
+# nodes of a YAML document once its aliases are expanded (a plan has ~100)
+YAML_NODES = 20_000
+# characters of a value quoted in a message
+QUOTE = 200
+
+# a name that becomes a path component or an argv element: a letter, digit or
+# '_' first (never '-', '.', '/'), then letters, digits, '.', '_', '+', '-'
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._+-]*")
+NAME_RULE = ("letters, digits, '.', '_', '+' and '-', starting with a letter, digit "
+             "or '_'")
+
+
+def quote(value: Any, limit: int = QUOTE) -> str:
+    """repr() of `value`, cut to `limit` characters with the length said."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text)} characters)"
+
+
+def check_name(value: Any, what: str, src: str = "", *, limit: int = 100,
+               error: type[HarnessError] = PlanError) -> str:
+    """`value` if it is a safe name (see _NAME), else `error` naming `src`
+    (the file, or the option) and `what` (the key)."""
+    where = f"{src}: {what}" if src else what
+    if not isinstance(value, str) or not _NAME.fullmatch(value) or len(value) > limit:
+        raise error(f"{where}: {NAME_RULE}, at most {limit} characters (it names a file "
+                    f"or directory); got {quote(value)}", EXIT_BAD_INPUT)
+    return value
+
+
+def inside(directory: Path, relative: Any, what: str, src: str = "", *,
+           error: type[HarnessError] = PlanError) -> Path:
+    """`directory / relative`, resolved (symlinks followed), refused unless it
+    stays inside `directory`."""
+    where = f"{src}: {what}" if src else what
+    text = str(relative) if isinstance(relative, (str, int)) else ""
+    if not text or "\0" in text or Path(text).is_absolute():
+        raise error(f"{where}: a file name inside {directory} (no absolute path); got "
+                    f"{quote(relative)}", EXIT_BAD_INPUT)
+    base = Path(directory).resolve()
+    path = (base / text).resolve()
+    if not path.is_relative_to(base):
+        raise error(f"{where}: {quote(text)} leads outside {base} (to {path}): a file "
+                    "name inside the directory, no '..' and no symlink out of it",
+                    EXIT_BAD_INPUT)
+    return path
+
+
+def not_option(value: str, what: str, src: str = "", *,
+               error: type[HarnessError] = PlanError) -> str:
+    """`value` unless it starts with '-' (a program would take it as an option)."""
+    if str(value).startswith("-"):
+        where = f"{src}: {what}" if src else what
+        raise error(f"{where}: {quote(value)} starts with '-', which git, make and ssh "
+                    "read as an option; give a URL, ref or path that does not",
+                    EXIT_BAD_INPUT)
+    return value
+
+
+def read_bytes(path: Path, what: str, *, limit: int = TEXT_LIMIT,
+               error: type[HarnessError] = PlanError, exit_code: int = EXIT_BAD_INPUT) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes. OSError other than
+    'not a regular file' is left to the caller (it knows the file's role)."""
+    path = Path(path)
+    # O_NONBLOCK: a FIFO given as a file must not hang the open
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise error(f"{path}: {what} is {kind}; give a file", exit_code)
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise error(f"{path}: {what} is larger than {_size(limit)} (the limit for it); "
+                    "is this the right file?", exit_code)
+    return data
+
+
+def read_text(path: Path, what: str, *, limit: int = TEXT_LIMIT,
+              error: type[HarnessError] = PlanError, exit_code: int = EXIT_BAD_INPUT) -> str:
+    """A size-bounded UTF-8 text file; a binary or non-UTF-8 file is refused
+    naming the byte offset."""
+    data = read_bytes(path, what, limit=limit, error=error, exit_code=exit_code)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise error(f"{path}: {what} is not UTF-8 text (byte 0x{data[exc.start]:02x} at "
+                    f"offset {exc.start}, line {line}); save it as UTF-8",
+                    exit_code) from None
+    if "\0" in text:
+        raise error(f"{path}: {what} is a binary file (it holds NUL bytes), not text",
+                    exit_code)
+    return text
+
+
+def _size(limit: int) -> str:
+    return f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
+
+
+class _Bounded(yaml.SafeLoader):
+    """SafeLoader; the document is composed first and its expanded size
+    checked before anything is constructed."""
+
+
+def _expanded(node: yaml.Node, memo: dict[int, int], busy: set[int], limit: int) -> int:
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    if key in busy:
+        raise ValueError("a recursive alias (an anchor used inside itself)")
+    busy.add(key)
+    total = 1
+    if isinstance(node, yaml.SequenceNode):
+        for child in node.value:
+            total += _expanded(child, memo, busy, limit)
+            if total > limit:
+                break
+    elif isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            total += _expanded(k, memo, busy, limit) + _expanded(v, memo, busy, limit)
+            if total > limit:
+                break
+    busy.discard(key)
+    memo[key] = total
+    return total
+
+
+def parse_yaml(text: str, src: str, *, nodes: int = YAML_NODES,
+               error: type[HarnessError] = PlanError, exit_code: int = EXIT_BAD_INPUT) -> Any:
+    """A YAML document (safe types only), refused when its aliases expand it
+    past `nodes` nodes, when an alias is recursive or the nesting too deep."""
+    loader = _Bounded(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            line = f":{mark.line + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise error(f"{src}{line}: malformed YAML: {quote(problem)[1:-1]}",
+                        exit_code) from None
+        if node is None:
+            return None
+        try:
+            size = _expanded(node, {}, set(), nodes)
+        except ValueError as exc:
+            raise error(f"{src}: {exc}: refused", exit_code) from None
+        if size > nodes:
+            raise error(f"{src}: the YAML expands to more than {nodes} nodes (anchors and "
+                        "aliases used as a multiplier?): refused", exit_code)
+        return loader.construct_document(node)
+    except RecursionError:
+        raise error(f"{src}: YAML nested too deeply: refused", exit_code) from None
+    finally:
+        loader.dispose()
+
+
+def load_yaml(path: Path, what: str, *, limit: int = TEXT_LIMIT,
+              error: type[HarnessError] = PlanError, exit_code: int = EXIT_BAD_INPUT) -> Any:
+    """A size-bounded YAML file (parse_yaml). A missing file is left to the
+    caller as FileNotFoundError."""
+    text = read_text(path, what, limit=limit, error=error, exit_code=exit_code)
+    return parse_yaml(text, str(path), error=error, exit_code=exit_code)
+
+
+def load_json(path: Path, what: str, *, limit: int = JSON_LIMIT, rebuild: str = "",
+              error: type[HarnessError] = PlanError, exit_code: int = EXIT_BAD_INPUT) -> Any:
+    """A size-bounded JSON file; damaged, it is refused naming the file and,
+    with `rebuild`, the command that makes it again."""
+    hint = f" ({rebuild})" if rebuild else ""
+    try:
+        data = read_bytes(path, what, limit=limit, error=error, exit_code=exit_code)
+    except FileNotFoundError:
+        raise error(f"{path}: {what} not found{hint}", exit_code) from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read {what}: {exc.strerror}{hint}", exit_code) from None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise error(f"{path}: {what} is damaged (not JSON: {quote(str(exc))[1:-1]}){hint}",
+                    exit_code) from None

@@ -1,0 +1,46 @@
+"""The bad-input check every table-driven fault test uses: one command line
+run as a process of its own must end with exit 2 in under 5 s, naming the
+culprit, with no traceback and no VM started."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def harness(tmp: Path, argv: list[str], env: dict | None = None,
+            timeout: float = 60) -> tuple[subprocess.CompletedProcess, float]:
+    """`python -m harness ARGV` in `tmp` with a cache of its own; {tmp} in an
+    argument is replaced by the directory. Returns the process and seconds."""
+    argv = [a.replace("{tmp}", str(tmp)) for a in argv]
+    full = {**os.environ, "COLUMNS": "400", "HARNESS_CACHE": str(tmp / "cache"),
+            "PYTHONPATH": str(ROOT), **(env or {})}
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "harness", *argv], cwd=tmp, env=full,
+                          capture_output=True, text=True, timeout=timeout)
+    return done, time.monotonic() - start
+
+
+def assert_refused(tmp: Path, argv: list[str], words: list[str],
+                   env: dict | None = None) -> str:
+    """ARGV is refused: exit 2, every word of `words` in the output, no
+    traceback, under 5 s, no run past preflight. Returns the output."""
+    done, seconds = harness(tmp, argv, env)
+    out = done.stdout + done.stderr
+    assert done.returncode == 2, out[-3000:]
+    for word in words:
+        assert word.replace("{tmp}", str(tmp)) in out, (word, out[-3000:])
+    assert "Traceback" not in out and "internal error" not in out, out[-3000:]
+    assert seconds < 5, f"{seconds:.1f} s"
+    for results in tmp.glob("**/results.json"):      # a run directory was made
+        if results.parent.name.startswith("given-"):  # a case's own input
+            continue
+        data = json.loads(results.read_text())
+        assert data["exit_code"] == 2 and data["stages"] == [], data["stages"]
+        assert not (results.parent / "nodes").exists()     # no VM was started
+    return out
