@@ -213,7 +213,12 @@ def apply_set(data: dict, assignment: str) -> None:
     key, raw = assignment.split("=", 1)
     if len(raw) > TEXT_LIMIT:
         raise PlanError(f"--set {quote(key)[1:-1]}: the value is over {TEXT_LIMIT} characters")
-    value = parse_yaml(raw, f"--set {quote(key)[1:-1]}: value {quote(raw)}") if raw != "" else ""
+    try:
+        value = parse_yaml(raw, "") if raw != "" else ""
+    except PlanError as exc:
+        problem = str(exc).split(": ", 1)[-1]
+        raise PlanError(f"--set {quote(key)[1:-1]}: value {quote(raw)} is not valid YAML: "
+                        f"{problem}") from None
     parts = key.strip().split(".")
     if not all(parts):
         raise PlanError(f"--set {quote(key)}: a dotted plan key (e.g. vm.accel=tcg)")
