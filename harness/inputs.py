@@ -64,6 +64,13 @@ def check_name(value: Any, what: str, src: str = "", *, limit: int = 100,
     return value
 
 
+def as_name(text: str, fallback: str, limit: int = 100) -> str:
+    """A safe name made from `text` (a file's stem, a message-id): every other
+    character becomes '-', the leading ones that may not start a name go."""
+    name = re.sub(r"[^A-Za-z0-9._+-]", "-", str(text)).lstrip(".+-")[:limit]
+    return name if _NAME.fullmatch(name) else fallback
+
+
 def inside(directory: Path, relative: Any, what: str, src: str = "", *,
            error: type[HarnessError] = PlanError) -> Path:
     """`directory / relative`, resolved (symlinks followed), refused unless it

@@ -6,6 +6,7 @@ and maps to exit code 2.
 from __future__ import annotations
 
 import dataclasses
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -267,54 +268,112 @@ def waiver_for(plan: Plan, title: str, signature: str = "") -> Waiver | None:
     return None
 
 
+# the numbers a plan may hold: dotted key -> (lowest, highest, what it counts)
+DAY = 86400
+RANGES: dict[str, tuple[int, int, str]] = {
+    "build.jobs": (0, 1024, "make jobs (0: one per host core)"),
+    "build.timeout": (1, 7 * DAY, "seconds"),
+    "vm.nodes": (1, 2, "nodes (the shared L2 is a point-to-point link)"),
+    "vm.memory_mb": (128, 1 << 20, "MiB per guest"),
+    "vm.cpus": (1, 256, "CPUs per guest"),
+    "vm.max_guests_per_host": (1, 256, "guests"),
+    "vm.boot_timeout": (1, DAY, "seconds"),
+    "vm.kvm_probe_timeout": (1, 3600, "seconds"),
+    "vm.hang_timeout": (10, DAY, "seconds"),
+    "test_timeout": (1, DAY, "seconds"),
+    "modules_cycles": (1, 100, "load/unload cycles"),
+    "retries": (0, 10, "runs again of a failing row"),
+    "bisect_repeat": (1, 50, "runs per bisect step"),
+    "perf.repeat": (1, 20, "runs of each perf measurement"),
+    "perf.threshold_percent": (1, 1000, "percent"),
+}
+# a QEMU machine type (q35, pc, pc-q35-7.2, microvm...)
+_MACHINE = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
+
+
+def value(plan: Any, dotted: str) -> Any:
+    """The plan's value at a dotted key (vm.memory_mb)."""
+    for part in dotted.split("."):
+        plan = getattr(plan, part)
+    return plan
+
+
 def _check(plan: Plan, src: str) -> None:
     check_name(plan.name, "name", src, limit=80)
-    if plan.build.jobs < 0:
-        raise PlanError(f"{src}: build.jobs: 0 (one per host core) or more, "
-                        f"got {plan.build.jobs}")
-    if plan.build.timeout <= 0:
-        raise PlanError(f"{src}: build.timeout: seconds, must be positive, "
-                        f"got {plan.build.timeout}")
+    for key, (low, high, unit) in RANGES.items():
+        number = value(plan, key)
+        if not low <= number <= high:
+            raise PlanError(f"{src}: {key}: between {low} and {high} {unit}, got {number}")
     check_working_tree(plan, src)
     if plan.kernel.source == "git" and not plan.kernel.tree:
         raise PlanError(f"{src}: kernel.source is git but kernel.tree is not set "
                         "(e.g. --set kernel.tree=/src/linux)")
-    if plan.vm.nodes < 1 or plan.vm.nodes > 2:
-        raise PlanError(f"{src}: vm.nodes: 1 or 2 nodes are supported (the shared "
-                        f"L2 is a point-to-point link), got {plan.vm.nodes}")
-    if plan.retries < 0 or plan.retries > 10:
-        raise PlanError(f"{src}: retries: between 0 and 10, got {plan.retries}")
-    if plan.bisect_repeat < 1:
-        raise PlanError(f"{src}: bisect_repeat: at least 1, got {plan.bisect_repeat}")
-    if not 1 <= plan.perf.repeat <= 20:
-        raise PlanError(f"{src}: perf.repeat: between 1 and 20, got {plan.perf.repeat}")
     if plan.test_each and not plan.per_patch:
         raise PlanError(f"{src}: test_each: needs per_patch: true (every patch built)")
     if plan.test_each and plan.vm.backend != "qemu":
         raise PlanError(f"{src}: test_each: reboots the nodes between patches, which "
                         "needs vm.backend: qemu")
-    if plan.modules_cycles < 1:
-        raise PlanError(f"{src}: modules_cycles: must be at least 1")
-    for index, waiver in enumerate(plan.waivers):
-        if not waiver.reason.strip():
-            raise PlanError(f"{src}: waivers[{index}] ({waiver.match!r}): say why in "
-                            "`reason`; a waiver without a reason hides a bug")
-    if not 0 < plan.perf.threshold_percent <= 1000:
-        raise PlanError(f"{src}: perf.threshold_percent: a percentage between 1 and 1000, "
-                        f"got {plan.perf.threshold_percent}")
+    _check_lists(plan, src)
     baseline = plan.perf.baseline
     if baseline and ("/" in baseline or baseline.startswith(".") or baseline != baseline.strip()):
         raise PlanError(f"{src}: perf.baseline: a run id (a directory name in the runs "
                         f"directory, e.g. 20260101-120000-quickstart-abcd), `none`, or empty "
-                        f"for the latest earlier run of this plan; got {baseline!r}")
-    if plan.vm.hosts and plan.vm.backend != "libvirt":
+                        f"for the latest earlier run of this plan; got {quote(baseline)}")
+    _check_vm(plan.vm, src)
+
+
+def _check_lists(plan: Plan, src: str) -> None:
+    """suites, modules, select, waivers, expectations."""
+    if not plan.suites:
+        raise PlanError(f"{src}: suites: none listed; a run tests something (e.g. "
+                        "suites: [modules]); to only build and boot, use `harness boot`")
+    for key in ("suites", "each_suites", "modules"):
+        for index, name in enumerate(getattr(plan, key)):
+            check_name(name, f"{key}[{index}]", src)
+    for index, glob in enumerate(plan.select):
+        if not glob.strip() or glob != glob.strip():
+            raise PlanError(f"{src}: select[{index}]: a row name or glob (\"verbs *\", "
+                            f"\"modules rdma_rxe*\"), got {quote(glob)}")
+        first, space, _ = glob.partition(" ")
+        if space and not _WILD.search(first) and first.split("[")[0] not in (
+                *plan.suites, *plan.each_suites):
+            raise PlanError(f"{src}: select[{index}] {quote(glob)}: {first!r} is not one of "
+                            f"the run's suites ({', '.join(plan.suites)}): it would select "
+                            "nothing")
+    for index, waiver in enumerate(plan.waivers):
+        if not waiver.match.strip():
+            raise PlanError(f"{src}: waivers[{index}]: match: a crash title, signature or "
+                            "prefix ending in '*', not empty")
+        if not waiver.reason.strip():
+            raise PlanError(f"{src}: waivers[{index}] ({quote(waiver.match)}): say why in "
+                            "`reason`; a waiver without a reason hides a bug")
+    for index, path in enumerate(plan.expectations):
+        if not path.strip():
+            raise PlanError(f"{src}: expectations[{index}]: a YAML file, not empty")
+
+
+_WILD = re.compile(r"[*?]")
+
+
+def _check_vm(vm: VmSpec, src: str) -> None:
+    if not _MACHINE.fullmatch(vm.machine):
+        raise PlanError(f"{src}: vm.machine: a QEMU machine type (q35, pc, ...), got "
+                        f"{quote(vm.machine)}")
+    octets = vm.l2_subnet.split(".")
+    if len(octets) != 3 or not all(o.isdigit() and int(o) <= 255 and o == str(int(o))
+                                   for o in octets):
+        raise PlanError(f"{src}: vm.l2_subnet: the first three octets of an IPv4 /24 (node N "
+                        f"gets <subnet>.N), e.g. 10.99.0; got {quote(vm.l2_subnet)}")
+    if any(c in vm.cmdline for c in "\n\r\0"):
+        raise PlanError(f"{src}: vm.cmdline: one line of kernel parameters, got "
+                        f"{quote(vm.cmdline)}")
+    if vm.firmware and (vm.firmware.startswith("-") or "\0" in vm.firmware):
+        raise PlanError(f"{src}: vm.firmware: a file name in QEMU's data directories or a "
+                        f"path, or \"\" for QEMU's default; got {quote(vm.firmware)}")
+    if vm.hosts and vm.backend != "libvirt":
         raise PlanError(f"{src}: vm.hosts: a pool of libvirt hosts needs vm.backend: libvirt")
-    if plan.vm.passthrough:
-        _check_passthrough(plan.vm, src)
-    for key in ("memory_mb", "cpus", "boot_timeout", "kvm_probe_timeout", "hang_timeout",
-                "max_guests_per_host"):
-        if getattr(plan.vm, key) <= 0:
-            raise PlanError(f"{src}: vm.{key}: must be positive")
+    if vm.passthrough:
+        _check_passthrough(vm, src)
 
 
 def check_working_tree(plan: Plan, src: str) -> None:

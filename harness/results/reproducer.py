@@ -21,6 +21,7 @@ from importlib import metadata
 from pathlib import Path
 
 from ..cache import write_atomic
+from ..inputs import check_name
 from .model import RunResult
 
 _NUMBERED = re.compile(r"^\d{4}-")      # git format-patch's own number
@@ -32,7 +33,9 @@ def save_series(run_dir: Path, specs) -> None:
     """Copies of the patch files, in the order they were applied."""
     top = run_dir / DIRECTORY / PATCHES
     for number, spec in enumerate(specs, 1):
-        folder = top / f"{number}-{spec.name}"
+        # the name was checked when the series was read; checked again here,
+        # where it becomes a directory
+        folder = top / f"{number}-{check_name(spec.name, 'series name', spec.origin)}"
         folder.mkdir(parents=True, exist_ok=True)
         for index, patch in enumerate(spec.patches, 1):
             shutil.copyfile(patch.path, folder / numbered(index, Path(patch.path)))

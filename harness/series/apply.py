@@ -21,10 +21,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-import yaml
-
 from .. import proc
-from ..errors import EXIT_BAD_INPUT, SeriesError, read_utf8
+from ..errors import EXIT_BAD_INPUT, SeriesError
+from ..inputs import as_name, check_name, inside, load_yaml, quote, read_bytes
 from ..plan import PROJECT_ROOT
 from ..source import GIT_ENV, SourceTree, git
 
@@ -95,7 +94,9 @@ def load(ref: str, workdir: Path, log: Path) -> SeriesSpec:
         if not files:
             raise SeriesError(f"series {ref}: a directory without series.yaml or *.patch "
                               "files", EXIT_BAD_INPUT)
-        return _spec(path.name, [_patch_file(f) for f in files], str(path))
+        return _spec(path.name, [_patch_file(inside(path, f.name, "patch", str(path),
+                                                    error=SeriesError)) for f in files],
+                     str(path))
     if path.is_file():
         return _spec(path.stem, _split_mbox(path, workdir, log), str(path))
     if _MSGID.match(ref):
@@ -106,56 +107,87 @@ def load(ref: str, workdir: Path, log: Path) -> SeriesSpec:
 
 
 def _spec(name: str, patches: list[PatchFile], origin: str, **extra) -> SeriesSpec:
-    return SeriesSpec(name=name, description=extra.get("description", ""),
+    return SeriesSpec(name=as_name(name, "series"), description=extra.get("description", ""),
                       base=str(extra.get("base", "")), upstream=extra.get("upstream", ""),
                       patches=tuple(patches), fragments=tuple(extra.get("kconfig", ())),
                       suites=tuple(extra.get("suites", ())), origin=origin,
                       modules=tuple(extra.get("modules", ())))
 
 
+_KEYS = {"name", "description", "base", "upstream", "patches", "kconfig", "suites",
+         "modules", "upstream_patches", "status", "notes"}
+
+
 def _from_yaml(path: Path) -> SeriesSpec:
+    src = str(path)
     try:
-        data = yaml.safe_load(read_utf8(path, SeriesError, "series.yaml",
-                                        EXIT_BAD_INPUT)) or {}
+        data = load_yaml(path, "series.yaml", error=SeriesError) or {}
     except OSError as exc:
         raise SeriesError(f"{path}: cannot read it ({exc.strerror})", EXIT_BAD_INPUT) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise SeriesError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}", EXIT_BAD_INPUT)
     if not isinstance(data, dict):
         raise SeriesError(f"{path}: expected a mapping (name, patches, ...)", EXIT_BAD_INPUT)
-    unknown = set(data) - {"name", "description", "base", "upstream", "patches", "kconfig",
-                           "suites", "modules", "upstream_patches", "status", "notes"}
+    unknown = sorted(str(k)[:60] for k in set(data) - _KEYS)
     if unknown:
-        raise SeriesError(f"{path}: unknown key(s) {', '.join(sorted(unknown))}", EXIT_BAD_INPUT)
+        raise SeriesError(f"{path}: unknown key(s) {', '.join(unknown)} (known: "
+                          f"{', '.join(sorted(_KEYS))})", EXIT_BAD_INPUT)
+    name = check_name(data.get("name", path.parent.name), "name", src, error=SeriesError)
+    for key in ("description", "base", "upstream"):
+        if not isinstance(data.get(key, ""), (str, int, float)):
+            raise SeriesError(f"{path}: {key}: text, got {quote(data[key])}", EXIT_BAD_INPUT)
     names = data.get("patches") or []
     if not names:
         how = (f" It is a manifest of {data['upstream']}: fetch the patches with "
                f"`b4 am {data['upstream']}` and run `harness series check <the .mbx file>`"
                if data.get("upstream") else "")
         raise SeriesError(f"{path}: lists no patch files.{how}", EXIT_BAD_INPUT)
-    patches = []
     if not isinstance(names, list):
         raise SeriesError(f"{path}: patches: a list of patch file names", EXIT_BAD_INPUT)
-    for index, name in enumerate(names):
-        relative = Path(str(name))
-        if not str(name) or relative.is_absolute() or ".." in relative.parts:
-            raise SeriesError(f"{path}: patches[{index}] {str(name)!r}: a file name inside "
-                              f"the series directory {path.parent} (no absolute path, "
-                              "no '..')", EXIT_BAD_INPUT)
-        file = path.parent / relative
+    patches = []
+    for index, entry in enumerate(names):
+        file = inside(path.parent, entry, f"patches[{index}]", src, error=SeriesError)
         if not file.is_file():
-            raise SeriesError(f"{path}: patch {name} not found next to it", EXIT_BAD_INPUT)
+            raise SeriesError(f"{path}: patches[{index}]: patch {str(entry)[:200]} not found next "
+                              "to it", EXIT_BAD_INPUT)
         patches.append(_patch_file(file))
-    extra = {k: data[k] for k in ("description", "base", "upstream", "kconfig", "suites",
-                                  "modules") if k in data}
-    return _spec(str(data.get("name", path.parent.name)), patches, str(path), **extra)
+    extra = {k: data[k] for k in ("description", "base", "upstream") if k in data}
+    extra["suites"] = tuple(check_name(t, f"suites[{i}]", src, error=SeriesError)
+                            for i, t in enumerate(_strings(data, "suites", src)))
+    extra["modules"] = tuple(check_name(m, f"modules[{i}]", src, error=SeriesError)
+                             for i, m in enumerate(_strings(data, "modules", src)))
+    extra["kconfig"] = tuple(_fragment(path.parent, f, f"kconfig[{i}]", src)
+                             for i, f in enumerate(_strings(data, "kconfig", src)))
+    return _spec(name, patches, src, **extra)
+
+
+def _strings(data: dict, key: str, src: str) -> list[str]:
+    value = data.get(key, [])
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SeriesError(f"{src}: {key}: a list of names, got {quote(value)}",
+                          EXIT_BAD_INPUT)
+    return value
+
+
+def _fragment(directory: Path, value: str, key: str, src: str) -> str:
+    """A series' kconfig fragment: a name in kconfigs/ (e.g. rdma), or a file
+    of the series directory (a path with '/' or ending in .config)."""
+    if "/" in value or value.endswith(".config"):
+        return str(inside(directory, value, key, src, error=SeriesError))
+    return check_name(value, key, src, error=SeriesError)
+
+
+# a patch of a series (a mail, a format-patch file) is at most this big
+PATCH_LIMIT = 64 << 20
 
 
 def _patch_file(path: Path) -> PatchFile:
     """Subject and author from the mail headers of a git format-patch file."""
-    raw = path.read_bytes()
+    try:
+        raw = read_bytes(path, "patch file", limit=PATCH_LIMIT, error=SeriesError)
+    except OSError as exc:
+        raise SeriesError(f"{path}: cannot read the patch ({exc.strerror})",
+                          EXIT_BAD_INPUT) from None
     if b"\ndiff --git " not in raw and not raw.startswith(b"diff --git ") \
             and b"\n--- " not in raw:
         raise SeriesError(f"{path}: not a patch (no diff in it)", EXIT_BAD_INPUT)

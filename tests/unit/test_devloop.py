@@ -93,7 +93,9 @@ def test_detached_child_tells_exit_or_kept_and_lives_on(tmp_path):
         tell("KEPT", 1, log=tmp_path / "supervisor.log")
         time.sleep(0.5)
         print("after the parent returned", flush=True)
-        marker.write_text(str(os.getpid()))
+        part = marker.with_suffix(".part")      # read only once whole
+        part.write_text(str(os.getpid()))
+        part.rename(marker)
         return 0
 
     assert supervisor.detached(keeper) == 1

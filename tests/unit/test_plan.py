@@ -44,7 +44,7 @@ def test_naming_a_tree_switches_to_git_source(tmp_path):
     ("nosuch=1", ["unknown key 'nosuch'"]),
     ("vm.accel=warp", ["vm.accel", "auto, kvm, tcg", "'warp'"]),
     ("vm.memory_mb=lots", ["vm.memory_mb", "expected int"]),
-    ("vm.nodes=3", ["vm.nodes", "1 or 2"]),
+    ("vm.nodes=3", ["vm.nodes", "between 1 and 2"]),
     ("suites", ["KEY=VALUE"]),
 ])
 def test_bad_overrides_name_the_key(tmp_path, override, words):
