@@ -11,6 +11,7 @@ from pathlib import Path
 
 from . import plan as plan_mod
 from .errors import EXIT_BAD_INPUT, HarnessError
+from .inputs import check_run_path
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
@@ -212,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
             import dataclasses
             plan = dataclasses.replace(plan, bisect=True)
         cache = Cache(args.cache_dir)
+        check_run_path(args.runs_dir)
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {printable(str(exc))}")
         return exc.exit_code

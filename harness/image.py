@@ -23,6 +23,7 @@ import yaml
 from .source.apt import host_mirror
 from .cache import Cache, digest
 from .errors import EXIT_BAD_INPUT, EXIT_INFRA, ImageError
+from .inputs import load_yaml, quote
 from .plan import PROJECT_ROOT
 from .proc import run
 
@@ -81,7 +82,7 @@ def load_recipe(name_or_path: str) -> Recipe:
     """Read and check a recipe; every problem names the file and the key."""
     path = _recipe_path(name_or_path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path, "image recipe", error=ImageError)
     except FileNotFoundError:
         known = ", ".join(sorted(p.stem for p in RECIPE_DIR.glob("*.yaml")))
         raise ImageError(f"{path}: image recipe not found (recipes in {RECIPE_DIR}: "
@@ -89,11 +90,6 @@ def load_recipe(name_or_path: str) -> Recipe:
     except OSError as exc:
         raise ImageError(f"{path}: cannot read recipe: {exc.strerror}",
                          EXIT_BAD_INPUT) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark else ""
-        raise ImageError(f"{path}{line}: malformed YAML: "
-                         f"{getattr(exc, 'problem', exc)}", EXIT_BAD_INPUT) from None
     if not isinstance(data, dict):
         raise ImageError(f"{path}: top level must be a mapping of recipe keys",
                          EXIT_BAD_INPUT)
@@ -104,14 +100,14 @@ def _check_recipe(data: dict, src: str) -> dict[str, Any]:
     known = ("name", "description", "suite", "variant", "packages", "disk_size_mb")
     for key in data:
         if key not in known:
-            raise ImageError(f"{src}: unknown key '{key}' (known: {', '.join(known)})",
+            raise ImageError(f"{src}: unknown key {quote(key)} (known: {', '.join(known)})",
                              EXIT_BAD_INPUT)
     for key in ("name", "suite", "variant", "disk_size_mb"):
         if key not in data:
             raise ImageError(f"{src}: missing key '{key}'", EXIT_BAD_INPUT)
 
     def bad(key: str, expected: str) -> ImageError:
-        return ImageError(f"{src}: {key}: expected {expected}, got {data[key]!r}",
+        return ImageError(f"{src}: {key}: expected {expected}, got {quote(data[key])}",
                           EXIT_BAD_INPUT)
 
     for key in ("name", "suite"):

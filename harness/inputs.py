@@ -71,6 +71,23 @@ def as_name(text: str, fallback: str, limit: int = 100) -> str:
     return name if _NAME.fullmatch(name) else fallback
 
 
+# characters QEMU's option syntax (-drive file=...,if=virtio) or the kernel
+# command line cannot take in a path of a run directory
+_QEMU_UNSAFE = ",\n\r\0"
+
+
+def check_run_path(path: Path, what: str = "--runs-dir") -> Path:
+    """A directory where run directories (a node's overlay disk, its QMP
+    socket) go: QEMU must be able to take its path in an option."""
+    text = str(Path(path).absolute())
+    bad = sorted({c for c in text if c in _QEMU_UNSAFE})
+    if bad:
+        raise PlanError(f"{what} {quote(text)}: {quote(''.join(bad))} cannot be in the path "
+                        "of a run directory (QEMU's -drive file=...,if=... would split it "
+                        "there); choose a directory without it", EXIT_BAD_INPUT)
+    return Path(path)
+
+
 def inside(directory: Path, relative: Any, what: str, src: str = "", *,
            error: type[HarnessError] = PlanError) -> Path:
     """`directory / relative`, resolved (symlinks followed), refused unless it

@@ -25,8 +25,9 @@ from rich.console import Console
 from . import image, kconfig, pipeline, series, source, suites
 from .cache import Cache
 from .errors import EXIT_INFRA, HarnessError, PlanError, is_disk_full
+from .inputs import check_run_path
 from .pipeline import Interrupted, Run, Stages
-from .plan import WORKING_TREE, Plan, check_working_tree
+from .plan import WORKING_TREE, Plan, check_select, check_working_tree
 from .progress import Progress
 from .report import write_report
 from .results import baseline, history, reproducer
@@ -163,6 +164,7 @@ def preflight(plan: Plan) -> None:
     if unknown:
         raise PlanError(f"{plan.source_file}: suites: unknown suite(s) {', '.join(unknown)} "
                         f"(known: {', '.join(suites.SUITES)})")
+    check_select(plan, str(plan.source_file))
     recipe = image.load_recipe(plan.image)
     suite_needs.check(tuple(dict.fromkeys((*plan.suites, *plan.each_suites))),
                       plan.kconfig.fragments, recipe.packages,
@@ -179,6 +181,9 @@ def preflight(plan: Plan) -> None:
     elif plan.kernel.source == "git":
         source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree",
                                  plan.kernel.ref)
+    if plan.vm.backend == "qemu":
+        from .vm.check import check_local
+        check_local(plan.vm.machine, plan.vm.firmware, str(plan.source_file))
     if plan.vm.backend == "libvirt":       # before a 20-minute build, not after
         from .vm import hosts, libvirt, remote
         for uri in plan.vm.hosts or (plan.vm.libvirt_uri,):
@@ -219,6 +224,7 @@ def check_kconfig_base(plan: Plan) -> None:
 def stages(state: Run, test: bool = True) -> None:
     """Every stage of a run (`test=False`: up to the nodes answering SSH)."""
     state.logs.mkdir()
+    check_run_path(state.run_dir.parent, "the runs directory")
     preflight(state.plan)
     baseline.check_choice(state.plan.perf.baseline, state.run_dir.parent,
                           str(state.plan.source_file))

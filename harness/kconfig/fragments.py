@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import EXIT_BAD_INPUT, ConfigError
+from ..inputs import quote, read_text
 from ..plan import PROJECT_ROOT
 
 KCONFIG_DIR = PROJECT_ROOT / "kconfigs"
@@ -38,7 +39,7 @@ def fragment_path(name: str) -> Path:
         if path.is_file():
             return path.resolve()
     known = ", ".join(sorted(p.stem for p in KCONFIG_DIR.glob("*.config")))
-    raise ConfigError(f"kconfig fragment {name!r} not found (looked in {KCONFIG_DIR}; "
+    raise ConfigError(f"kconfig fragment {quote(name)} not found (looked in {KCONFIG_DIR}; "
                       f"known: {known})", EXIT_BAD_INPUT)
 
 
@@ -46,7 +47,12 @@ def parse_fragment(path: Path) -> list[Request]:
     requests = []
     comments: list[str] = []      # the comment block above the current group
     after_setting = False
-    for number, raw in enumerate(path.read_text().splitlines(), 1):
+    try:
+        text = read_text(path, "kconfig fragment", error=ConfigError)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the fragment ({exc.strerror})",
+                          EXIT_BAD_INPUT) from None
+    for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line:
             comments, after_setting = [], False
@@ -71,7 +77,7 @@ def parse_fragment(path: Path) -> list[Request]:
                 comments, after_setting = [], False
             comments.append(line.lstrip("#").strip())
             continue
-        raise ConfigError(f"{path}:{number}: not a Kconfig line: {raw!r} (expected "
+        raise ConfigError(f"{path}:{number}: not a Kconfig line: {quote(raw)} (expected "
                           "CONFIG_FOO=y|m|value or '# CONFIG_FOO is not set')", EXIT_BAD_INPUT)
     return requests
 

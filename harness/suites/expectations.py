@@ -28,10 +28,10 @@ import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import yaml
 
 from .. import proc
-from ..errors import PlanError, read_utf8
+from ..errors import PlanError
+from ..inputs import load_yaml
 from ..results.model import (ExpectationEntry, ExpectationsSummary, TestRecord, Until,
                              WarningRecord)
 from . import registry
@@ -115,11 +115,9 @@ def _entries(suite: str, by_provider, where: str) -> list[Expectation]:
 
 def _read(path: Path):
     try:
-        return yaml.safe_load(read_utf8(path, PlanError, "expectations file"))
+        return load_yaml(path, "expectations file")
     except OSError as exc:
-        raise PlanError(f"expectations file {path}: cannot read it ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
-        raise PlanError(f"expectations file {path}: not valid YAML: {exc}") from exc
+        raise PlanError(f"expectations file {path}: cannot read it ({exc.strerror})") from None
 
 
 def load(suites: tuple[str, ...], plan_files: tuple[str, ...] = ()) -> list[Expectation]:

@@ -199,7 +199,7 @@ def test_plugin_applies_expectations_to_added_rows_and_to_the_tests_own_row(tmp_
     ("verbs:\n  siw: {test: x}\n", ["verbs: siw: a list of entries"]),
     ("verbs: [1]\n", ["verbs: a mapping of provider"]),
     ("- x\n", ["a mapping of suite"]),
-    ("verbs: {siw: [\n", ["not valid YAML"]),
+    ("verbs: {siw: [\n", ["malformed YAML", "x.yaml:2"]),
     ("verbs:\n  siw:\n    - {test: x, reason: y, match: '(unclosed'}\n",
      ["siw entry 1 (x)", "`match` '(unclosed' is not a regular expression"]),
 ])
