@@ -88,8 +88,50 @@ EOF_GRACE = 5.0    # seconds to wait for the end of the output after the exit st
 DROPPED = -2       # _drain's exit code when the connection dropped mid-command
 
 
+# bytes of one stream of one guest command kept: the head up to OUTPUT_HEAD,
+# then the last OUTPUT_TAIL (a guest printing without end costs bounded memory;
+# the largest real output, a full dmesg, is a few MiB)
+OUTPUT_HEAD = 32 << 20
+OUTPUT_TAIL = 4 << 20
+
+
+class BoundedOutput:
+    """A stream's bytes: the first OUTPUT_HEAD, a line saying how many were
+    dropped, then the last OUTPUT_TAIL."""
+
+    def __init__(self, head: int = OUTPUT_HEAD, tail: int = OUTPUT_TAIL):
+        self.head, self.tail_limit = head, tail
+        self.first, self.last = bytearray(), bytearray()
+        self.dropped = 0
+
+    def __iadd__(self, data: bytes) -> "BoundedOutput":
+        room = self.head - len(self.first)
+        if room > 0:
+            self.first += data[:room]
+            data = data[room:]
+        if data:
+            self.last += data
+            if len(self.last) > 2 * self.tail_limit:
+                cut = len(self.last) - self.tail_limit
+                self.dropped += cut
+                del self.last[:cut]
+        return self
+
+    def text(self) -> str:
+        if not self.last:
+            return self.first.decode(errors="replace")
+        dropped = self.dropped
+        last = self.last
+        if len(last) > self.tail_limit:
+            dropped += len(last) - self.tail_limit
+            last = last[-self.tail_limit:]
+        middle = (f"\n[harness: {dropped} bytes of output dropped here]\n".encode()
+                  if dropped else b"")
+        return (bytes(self.first) + middle + bytes(last)).decode(errors="replace")
+
+
 def _drain(channel: paramiko.Channel, deadline: float) -> tuple[str, str, int]:
-    out, err = bytearray(), bytearray()
+    out, err = BoundedOutput(), BoundedOutput()
     exited_at = None
     while True:
         busy = False
@@ -118,7 +160,7 @@ def _drain(channel: paramiko.Channel, deadline: float) -> tuple[str, str, int]:
         if not busy:
             time.sleep(0.02)
     channel.close()
-    return out.decode(errors="replace"), err.decode(errors="replace"), code
+    return out.text(), err.text(), code
 
 
 class Session:

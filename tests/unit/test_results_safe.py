@@ -74,3 +74,4 @@ def test_printable_removes_sequences_and_shows_other_control_characters():
     assert printable("one\r\ntwo\rthree\tfour\n") == "one\ntwo\u240dthree\tfour\n"
     assert printable("[bold]x[/]") == "\\[bold]x\\[/]"                  # markup escaped
     assert strip_controls("[bold]\x1b[2J") == "[bold]"
+
