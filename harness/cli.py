@@ -294,6 +294,9 @@ def _series_plan(plan: "plan_mod.Plan", args: argparse.Namespace) -> "plan_mod.P
                                  "earlier patch's kernel, not the top's; keep the top with a "
                                  "run without --test-each")
     changes["test_each"] = test_each
+    if args.ref is not None and not args.tree:
+        raise plan_mod.PlanError(f"--ref {args.ref}: a base commit of --tree; give --tree "
+                                 "too (or --set kernel.ref=... for the plan's own tree)")
     if args.each_suites is not None:
         if not test_each:
             raise plan_mod.PlanError("--each-suites: only with --test-each")

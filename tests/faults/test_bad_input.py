@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .badinput import assert_refused
+from .badinput import ROOT, assert_refused
 
 GOOD_PLAN = """\
 name: faults
@@ -32,7 +32,31 @@ def files(tmp: Path) -> None:
     (tmp / "expect.yaml").write_text("verbs:\n  siw:\n    - {test: x}\n")
     (tmp / "afile").write_text("")
     (tmp / "empty-series").mkdir()
+    patch = (ROOT / "patches" / "demo-rxe-counters").glob("*.patch")
+    first = sorted(patch)[0]
+    for name, text in (("named-out", "name: ../../escaped\npatches: [p.patch]\n"),
+                       ("linked-out", "name: linked\npatches: [p.patch]\n"),
+                       ("kconfig-out", "name: k\npatches: [p.patch]\n"
+                                       "kconfig: [../../etc/x.config]\n")):
+        (tmp / name).mkdir()
+        (tmp / name / "series.yaml").write_text(text)
+        if name == "linked-out":
+            (tmp / "outside.patch").write_bytes(first.read_bytes())
+            (tmp / name / "p.patch").symlink_to(tmp / "outside.patch")
+        else:
+            (tmp / name / "p.patch").write_bytes(first.read_bytes())
+    (tmp / "bomb.yaml").write_text(BOMB)
+    with open(tmp / "huge.yaml", "w") as f:
+        f.write("name: huge\ndescription: '")
+        for _ in range(60):
+            f.write("x" * (1 << 20))
+        f.write("'\n")
+    (tmp / "binary.config").write_bytes(b"CONFIG_A=y\n\0\x7fELF\x02\x01")
 
+
+# 9 levels of 9 aliases: 9**9 strings once expanded, from a few hundred bytes
+BOMB = "name: bomb\na0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n" + "".join(
+    f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))
 
 CASES = [
     # (id, argv, words the output must hold)
@@ -80,6 +104,42 @@ CASES = [
     ("bisect-no-target", ["bisect", "--series", "demo-broken"], ["--test", "--crash"]),
     ("reproduce-not-a-run", ["reproduce", "{tmp}/notatree"], ["notatree",
                                                                "not a run directory"]),
+    # names, sizes, paths: a series or plan must not reach outside
+    ("series-name-escapes", ["series", "check", "{tmp}/named-out"],
+     ["named-out/series.yaml", "name", "../../escaped"]),
+    ("series-patch-symlink-out", ["series", "check", "{tmp}/linked-out"],
+     ["linked-out/series.yaml", "patches[0]", "leads outside"]),
+    ("series-kconfig-out", ["series", "check", "{tmp}/kconfig-out"],
+     ["kconfig[0]", "leads outside"]),
+    ("alias-bomb", ["run", "bomb.yaml"], ["bomb.yaml", "expands to more than"]),
+    ("huge-plan", ["run", "huge.yaml"], ["huge.yaml", "larger than 1 MiB"]),
+    ("plan-is-a-directory", ["run", "{tmp}/notatree"], ["notatree", "a directory"]),
+    ("binary-fragment", ["run", "good.yaml", "--set", "kconfig.fragments=[{tmp}/binary.config]"],
+     ["binary.config", "binary"]),
+    # values accepted before that failed much later, or never
+    ("test-timeout-zero", ["run", "good.yaml", "--set", "test_timeout=0"], ["test_timeout"]),
+    ("boot-timeout-negative", ["run", "good.yaml", "--set", "vm.boot_timeout=-1"],
+     ["vm.boot_timeout"]),
+    ("memory-absurd", ["run", "good.yaml", "--set", "vm.memory_mb=99999999"],
+     ["vm.memory_mb", "99999999"]),
+    ("cycles-absurd", ["run", "good.yaml", "--set", "modules_cycles=100000"],
+     ["modules_cycles"]),
+    ("bisect-repeat-absurd", ["run", "good.yaml", "--set", "bisect_repeat=1000"],
+     ["bisect_repeat"]),
+    ("machine-unknown", ["run", "good.yaml", "--set", "vm.machine=q36"], ["vm.machine", "q36"]),
+    ("subnet-invalid", ["run", "good.yaml", "--set", "vm.l2_subnet=10.300.0"],
+     ["vm.l2_subnet", "10.300.0"]),
+    ("firmware-missing", ["run", "good.yaml", "--set", "vm.firmware=nosuch.rom"],
+     ["vm.firmware", "nosuch.rom"]),
+    ("cmdline-newline", ["run", "good.yaml", "--set", 'vm.cmdline="a\\nb"'], ["vm.cmdline"]),
+    ("select-empty-glob", ["run", "good.yaml", "--set", "select=['']"], ["select[0]"]),
+    ("select-no-suite", ["run", "good.yaml", "--set", "select=['verbz test_x']"],
+     ["select[0]", "verbz"]),
+    ("suites-empty", ["run", "good.yaml", "--set", "suites=[]"], ["suites", "none listed"]),
+    ("suite-name-path", ["run", "good.yaml", "--set", "suites=[../x]"], ["suites[0]"]),
+    ("runs-dir-comma", ["run", "good.yaml", "--runs-dir", "{tmp}/a,b"], ["--runs-dir", "','"]),
+    ("ref-without-tree", ["series", "check", "demo-rxe-counters", "--ref", "v7.2"],
+     ["--ref", "--tree"]),
     ("config-not-a-tree", ["config", "check", "rdma", "--tree", "{tmp}/notatree"],
      ["--tree", "notatree", "not a Linux kernel tree"]),
 ]
@@ -92,3 +152,11 @@ def test_bad_input_is_exit_2_naming_the_culprit(tmp_path, case, argv, words):
     assert not list(tmp_path.glob("**/.*.tmp*")), "something half-written was left"
     assert not (tmp_path / "escaped").exists() and not (tmp_path.parent / "escaped").exists()
     assert not (tmp_path / "x").exists()                   # the backtick ran nothing
+
+
+def test_a_long_value_is_quoted_short(tmp_path):
+    """A message quotes at most ~200 characters of a value, however long."""
+    files(tmp_path)
+    out = assert_refused(tmp_path, ["run", "good.yaml", "--set", "vm.machine=" + "q" * 20000],
+                         ["vm.machine", "20002 characters"])
+    assert len(out) < 1500, len(out)
