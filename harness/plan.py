@@ -356,7 +356,7 @@ def check_select(plan: Plan, src: str) -> None:
         first, space, _ = glob.partition(" ")
         if space and not _WILD.search(first) and first.split("[")[0] not in (
                 *plan.suites, *plan.each_suites):
-            raise PlanError(f"{src}: select[{index}] {quote(glob)}: {first!r} is not one of "
+            raise PlanError(f"{src}: select[{index}] {quote(glob)}: {quote(first)} is not one of "
                             f"the run's suites ({', '.join(plan.suites)}): it would select "
                             "nothing")
 

@@ -25,7 +25,7 @@ from rich.console import Console
 from . import image, kconfig, pipeline, series, source, suites
 from .cache import Cache
 from .errors import EXIT_INFRA, HarnessError, PlanError, is_disk_full
-from .inputs import check_run_path
+from .inputs import check_run_path, quote
 from .pipeline import Interrupted, Run, Stages
 from .plan import WORKING_TREE, Plan, check_select, check_working_tree
 from .progress import Progress
@@ -217,7 +217,7 @@ def check_kconfig_base(plan: Plan) -> None:
         except OSError as exc:
             problem = f"cannot be read ({exc.strerror})"
     if problem:
-        raise PlanError(f"{plan.source_file}: kconfig.base {base!r}: not tinyconfig or "
+        raise PlanError(f"{plan.source_file}: kconfig.base {quote(base)}: not tinyconfig or "
                         f"defconfig, and as a .config file it {problem}")
 
 

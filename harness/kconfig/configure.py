@@ -17,6 +17,7 @@ from pathlib import Path
 from .. import proc
 from ..cache import Cache, digest, file_digest
 from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, ConfigError
+from ..inputs import quote
 from .explain import Explanation, explain_missing
 from .fragments import Request, effective_requests, fragment_path, read_config
 from .tool import KconfigDB, KconfigTool
@@ -51,7 +52,7 @@ def _base_inputs(spec: KconfigSpec) -> tuple[str, Path | None]:
         return spec.base, None
     path = Path(spec.base).expanduser()
     if not path.is_file():
-        raise ConfigError(f"kconfig.base {spec.base!r}: neither tinyconfig, defconfig "
+        raise ConfigError(f"kconfig.base {quote(spec.base)}: neither tinyconfig, defconfig "
                           "nor an existing .config file", EXIT_BAD_INPUT)
     return "file", path.resolve()
 

@@ -102,7 +102,7 @@ def load(ref: str, workdir: Path, log: Path) -> SeriesSpec:
     if _MSGID.match(ref):
         return _from_b4(ref.strip("<>"), workdir, log)
     known = ", ".join(sorted(p.parent.name for p in PATCHES_DIR.glob("*/series.yaml")))
-    raise SeriesError(f"series {ref!r}: not a series in {PATCHES_DIR} (known: {known}), "
+    raise SeriesError(f"series {quote(ref)}: not a series in {PATCHES_DIR} (known: {known}), "
                       "not a file or directory, not a message-id", EXIT_BAD_INPUT)
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from .. import proc
 from ..errors import PlanError
-from ..inputs import load_yaml
+from ..inputs import load_yaml, quote
 from ..results.model import (ExpectationEntry, ExpectationsSummary, TestRecord, Until,
                              WarningRecord)
 from . import registry
@@ -104,7 +104,7 @@ def _entries(suite: str, by_provider, where: str) -> list[Expectation]:
             try:
                 re.compile(str(match))
             except re.error as exc:
-                raise PlanError(f"{at} ({test}): `match` {match!r} is not a regular "
+                raise PlanError(f"{at} ({test}): `match` {quote(match)} is not a regular "
                                 f"expression: {exc}") from None
             found.append(Expectation(
                 suite, str(provider), test.strip(), " ".join(reason.split()),

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .. import proc
 from ..errors import PlanError
+from ..inputs import quote
 from .accel import QEMU
 
 
@@ -44,7 +45,7 @@ def check_local(machine: str, firmware: str, src: str) -> None:
     known = machines()
     if known and machine not in known:
         likely = sorted(n for n in known if not n.startswith(("pc-i440fx-", "pc-q35-")))
-        raise PlanError(f"{src}: vm.machine: {machine!r} is not a machine type of {QEMU} "
+        raise PlanError(f"{src}: vm.machine: {quote(machine)} is not a machine type of {QEMU} "
                         f"(it has {', '.join(likely)} and versioned pc-q35-X.Y / "
                         "pc-i440fx-X.Y)")
     if not firmware:
@@ -56,6 +57,6 @@ def check_local(machine: str, firmware: str, src: str) -> None:
         return
     dirs = data_dirs()
     if dirs and not any((d / firmware).is_file() for d in dirs):
-        raise PlanError(f"{src}: vm.firmware: no {firmware!r} in QEMU's data directories "
+        raise PlanError(f"{src}: vm.firmware: no {quote(firmware)} in QEMU's data directories "
                         f"({', '.join(map(str, dirs))}); give a path, or \"\" for QEMU's "
                         "default firmware")

@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_PASS, PlanError
+from ..inputs import quote
 from ..results.safe import printable
 
 ADDRESS_FORM = ("a PCI address DDDD:BB:SS.F in hex (e.g. 0000:3b:00.0, or 3b:00.0 for "
@@ -78,7 +79,7 @@ def parse(entries: tuple[str, ...], nodes: int, where: str = "vm.passthrough"
         if named:
             node, text = int(named.group(1)), named.group(2)
             if not 1 <= node <= nodes:
-                raise PlanError(f"{key}: {entry!r}: node{node} does not exist "
+                raise PlanError(f"{key}: {quote(entry)}: node{node} does not exist "
                                 f"(vm.nodes is {nodes}); expected {FORM}")
         try:
             device = parse_address(text, node)
@@ -88,7 +89,7 @@ def parse(entries: tuple[str, ...], nodes: int, where: str = "vm.passthrough"
                 # YAML 1.1 reads an unquoted 01:00.0 as the base-60 number 60.0
                 hint = (" (YAML read an unquoted address such as 01:00.0 as a base-60 "
                         "number: quote it, '0000:01:00.0')")
-            raise PlanError(f"{key}: {entry!r}: expected {FORM}{hint}") from None
+            raise PlanError(f"{key}: {quote(entry)}: expected {FORM}{hint}") from None
         for earlier, other in enumerate(devices):
             if other.address == device.address:
                 raise PlanError(f"{key}: {device.address} is already {where}[{earlier}]: "
