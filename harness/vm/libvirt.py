@@ -24,6 +24,7 @@ from pathlib import Path
 import jinja2
 
 from ..errors import EXIT_INFRA, BootError, PlanError
+from ..inputs import check_name
 from ..results.model import StagedFile
 from . import ExtraDevices, NodeSpec, free_port, remote, staging
 from .accel import QEMU
@@ -71,7 +72,8 @@ def connect(uri: str):
 
 
 def domain_name(run_id: str, node: str) -> str:
-    return f"harness-{run_id}-{node}"
+    return check_name(f"harness-{run_id}-{node}", "libvirt domain name", limit=200,
+                      error=BootError)
 
 
 def _qemu_args(spec: NodeSpec, extra: tuple[ExtraDevices, ...], node_dir: Path) -> list[str]:

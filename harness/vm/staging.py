@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from ..errors import EXIT_INFRA, BootError
+from ..inputs import check_name
 from ..results.model import StagedFile
 
 POOL = "harness"
@@ -53,7 +54,7 @@ def content_hash(path: Path) -> str:
 
 def volume_name(role: str, path: Path, digest: str) -> str:
     suffix = "".join(path.suffixes[-1:])
-    return f"{role}-{digest}{suffix}"
+    return check_name(f"{role}-{digest}{suffix}", "libvirt volume name", error=BootError)
 
 
 def ensure_pool(conn, uri: str, path: str = POOL_PATH):
