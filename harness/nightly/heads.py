@@ -35,7 +35,7 @@ def fetch_mirror(url: str, cache: Cache, log: Path) -> Path:
     mirror.parent.mkdir(parents=True, exist_ok=True)
     with locked(mirror.parent / f"{mirror.name}.lock"):
         if not (mirror / "HEAD").is_file():
-            git(["clone", "--quiet", "--mirror", url, str(mirror)], mirror.parent, log,
+            git(["clone", "--quiet", "--mirror", "--", url, str(mirror)], mirror.parent, log,
                 timeout=7200)
         else:
             git(["remote", "update", "--prune"], mirror, log, timeout=3600)
@@ -46,7 +46,8 @@ def git_heads(source: SourceSpec, cache: Cache, log: Path) -> list[Head]:
     mirror = fetch_mirror(source.git, cache, log)
     heads = []
     for branch in source.branches:
-        found = git(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"],
+        found = git(["rev-parse", "--verify", "--quiet", "--end-of-options",
+                     f"refs/heads/{branch}^{{commit}}"],
                     mirror, check=False)
         if not found.ok:
             raise SourceError(f"source {source.name}: {source.git} has no branch {branch!r}",
