@@ -54,8 +54,7 @@ def git_heads(source: SourceSpec, cache: Cache, log: Path) -> list[Head]:
                               EXIT_INFRA)
         commit = found.stdout.strip()
         heads.append(Head(source.name, branch, commit,
-                          ("kernel.source=git", f"kernel.tree={mirror}", f"kernel.ref={commit}"),
-                          str(mirror)))
+                          source.head_overrides(commit, str(mirror)), str(mirror)))
     return heads
 
 
@@ -70,10 +69,7 @@ def debian_head(source: SourceSpec, cache: Cache, log: Path) -> Head:
                           f"{source.debian_version}: not offered in "
                           f"{', '.join(source.debian_suites)}; offered: {offered}", EXIT_INFRA)
     newest = match[0]          # apt-cache madison lists the newest first
-    suites = "[" + ", ".join(source.debian_suites) + "]"
-    return Head(source.name, "", newest.version,
-                ("kernel.source=debian", f"kernel.debian_package={source.debian_package}",
-                 f"kernel.debian_version={newest.version}", f"kernel.debian_suites={suites}"))
+    return Head(source.name, "", newest.version, source.head_overrides(newest.version))
 
 
 def heads(source: SourceSpec, cache: Cache, log: Path) -> list[Head]:
