@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import plan as plan_mod
 from .errors import EXIT_BAD_INPUT, HarnessError
-from .inputs import check_run_path
+from .inputs import check_run_path, not_option
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
@@ -315,7 +315,10 @@ def _series_plan(plan: "plan_mod.Plan", args: argparse.Namespace) -> "plan_mod.P
     modules = tuple(dict.fromkeys(m for s in specs for m in s.modules))
     if modules and "modules" not in chosen:
         changes["modules"] = modules
+    if args.ref is not None:
+        not_option(args.ref, "--ref")      # the plan's check does not see these two
     if args.tree:
+        not_option(str(args.tree), "--tree")
         kernel = dataclasses.replace(plan.kernel, source="git", tree=str(args.tree.resolve()),
                                      ref=args.ref or "HEAD")
         changes["kernel"] = kernel

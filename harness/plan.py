@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import PlanError
-from .inputs import TEXT_LIMIT, check_name, load_yaml, parse_yaml, quote
+from .inputs import TEXT_LIMIT, check_name, load_yaml, not_option, parse_yaml, quote
 
 # The project's data (plans, kconfigs, patches, vm-images): in a checkout,
 # harness/_data holds symlinks to the top-level folders; an installed package
@@ -298,12 +298,50 @@ def value(plan: Any, dotted: str) -> Any:
     return plan
 
 
+# a Debian version (epoch, upstream, revision) or a glob of one
+_DEBIAN_VERSION = re.compile(r"[A-Za-z0-9.+~:*?!\[\]-]{1,100}")
+
+
+def check_debian_source(package: str, version: str, suites: tuple[str, ...], src: str,
+                        prefix: str = "kernel.debian_") -> None:
+    """A Debian source as apt is asked for it: the package and every suite a
+    safe name (a file in the cache, a word of the private sources.list), the
+    version a Debian version or a glob of one; none starts with '-'."""
+    not_option(package, f"{prefix}package", src)
+    check_name(package, f"{prefix}package", src)
+    not_option(version, f"{prefix}version", src)
+    if not _DEBIAN_VERSION.fullmatch(version):
+        raise PlanError(f"{src}: {prefix}version: a Debian version or a glob of one (letters, "
+                        "digits, '.', '+', '~', ':', '-' and the glob's '*', '?', '[', ']', "
+                        f"'!'; e.g. 7.2.* or 7.2.13-1), at most 100 characters; got "
+                        f"{quote(version)}")
+    if not suites:
+        raise PlanError(f"{src}: {prefix}suites: none listed (e.g. [sid, trixie-backports])")
+    for index, suite in enumerate(suites):
+        not_option(suite, f"{prefix}suites[{index}]", src)
+        check_name(suite, f"{prefix}suites[{index}]", src)
+
+
+def _check_kernel(kernel: KernelSpec, src: str) -> None:
+    """What reaches git and apt as a URL, path, ref or name: none starts
+    with '-' (the program would read it as an option)."""
+    if kernel.tree is not None:
+        not_option(kernel.tree, "kernel.tree", src)
+    if not kernel.ref:
+        raise PlanError(f"{src}: kernel.ref: a branch, tag or commit (default HEAD), or "
+                        f"{WORKING_TREE}; got an empty value")
+    not_option(kernel.ref, "kernel.ref", src)
+    check_debian_source(kernel.debian_package, kernel.debian_version, kernel.debian_suites,
+                        src)
+
+
 def _check(plan: Plan, src: str) -> None:
     check_name(plan.name, "name", src, limit=80)
     for key, (low, high, unit) in RANGES.items():
         number = value(plan, key)
         if not low <= number <= high:
             raise PlanError(f"{src}: {key}: between {low} and {high} {unit}, got {number}")
+    _check_kernel(plan.kernel, src)
     check_working_tree(plan, src)
     if plan.kernel.source == "git" and not plan.kernel.tree:
         raise PlanError(f"{src}: kernel.source is git but kernel.tree is not set "

@@ -16,6 +16,7 @@ from .. import plan as plan_mod
 from ..cache import Cache
 from ..errors import (EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError,
                       PlanError)
+from ..inputs import not_option
 from ..results.safe import printable
 from . import session
 from .steps import GitRange, SeriesRange, Target, failed_run, perf_target, suite_of_glob
@@ -100,6 +101,9 @@ def _setup(args) -> tuple[plan_mod.Plan, SeriesRange | GitRange, Target]:
     if args.tree or args.good or args.bad:
         if not (args.tree and args.good and args.bad):
             raise PlanError("a git range needs --tree, --good and --bad", EXIT_BAD_INPUT)
+        for flag, value in (("--tree", str(args.tree)), ("--good", args.good),
+                            ("--bad", args.bad)):
+            not_option(value, flag)
         return plan, GitRange(plan, args.tree, args.good, args.bad), target
     if not plan.series:
         raise PlanError("no range: give --series S, --tree/--good/--bad, or --from RUN_DIR "

@@ -310,17 +310,19 @@ class GitRange:
         self.plan, self.tree = plan, tree.expanduser().resolve()
         ids = []
         for what, ref in (("--good", good), ("--bad", bad)):
-            found = git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+            found = git(["rev-parse", "--verify", "--quiet", "--end-of-options",
+                         f"{ref}^{{commit}}"],
                         self.tree, check=False)
             if not found.ok:
                 raise PlanError(f"{what} {ref}: no such commit in {self.tree}",
                                 EXIT_BAD_INPUT)
             ids.append(found.stdout.strip())
-        if not git(["merge-base", "--is-ancestor", ids[0], ids[1]], self.tree,
-                   check=False).ok:
+        if not git(["merge-base", "--is-ancestor", "--end-of-options", ids[0], ids[1]],
+                   self.tree, check=False).ok:
             raise PlanError(f"--good {good} is not an ancestor of --bad {bad} in "
                             f"{self.tree}", EXIT_BAD_INPUT)
-        listed = git(["rev-list", "--reverse", "--first-parent", f"{ids[0]}..{ids[1]}"],
+        listed = git(["rev-list", "--reverse", "--first-parent", "--end-of-options",
+                      f"{ids[0]}..{ids[1]}"],
                      self.tree).stdout.split()
         if not listed:
             raise PlanError(f"--good {good} and --bad {bad} are the same commit",
@@ -333,7 +335,8 @@ class GitRange:
         return dataclasses.replace(self.plan, kernel=kernel, series=(), per_patch=False)
 
     def describe(self, index: int) -> dict:
-        out = git(["show", "-s", "--format=%s%n%an <%ae>", self.labels[index]], self.tree)
+        out = git(["show", "-s", "--format=%s%n%an <%ae>", "--end-of-options",
+                   self.labels[index]], self.tree)
         subject, _, author = out.stdout.strip().partition("\n")
         return {"commit": self.labels[index], "subject": subject, "author": author}
 

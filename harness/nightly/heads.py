@@ -35,7 +35,7 @@ def fetch_mirror(url: str, cache: Cache, log: Path) -> Path:
     mirror.parent.mkdir(parents=True, exist_ok=True)
     with locked(mirror.parent / f"{mirror.name}.lock"):
         if not (mirror / "HEAD").is_file():
-            git(["clone", "--quiet", "--mirror", url, str(mirror)], mirror.parent, log,
+            git(["clone", "--quiet", "--mirror", "--", url, str(mirror)], mirror.parent, log,
                 timeout=7200)
         else:
             git(["remote", "update", "--prune"], mirror, log, timeout=3600)
@@ -46,15 +46,15 @@ def git_heads(source: SourceSpec, cache: Cache, log: Path) -> list[Head]:
     mirror = fetch_mirror(source.git, cache, log)
     heads = []
     for branch in source.branches:
-        found = git(["rev-parse", "--verify", "--quiet", f"refs/heads/{branch}^{{commit}}"],
+        found = git(["rev-parse", "--verify", "--quiet", "--end-of-options",
+                     f"refs/heads/{branch}^{{commit}}"],
                     mirror, check=False)
         if not found.ok:
             raise SourceError(f"source {source.name}: {source.git} has no branch {branch!r}",
                               EXIT_INFRA)
         commit = found.stdout.strip()
         heads.append(Head(source.name, branch, commit,
-                          ("kernel.source=git", f"kernel.tree={mirror}", f"kernel.ref={commit}"),
-                          str(mirror)))
+                          source.head_overrides(commit, str(mirror)), str(mirror)))
     return heads
 
 
@@ -69,10 +69,7 @@ def debian_head(source: SourceSpec, cache: Cache, log: Path) -> Head:
                           f"{source.debian_version}: not offered in "
                           f"{', '.join(source.debian_suites)}; offered: {offered}", EXIT_INFRA)
     newest = match[0]          # apt-cache madison lists the newest first
-    suites = "[" + ", ".join(source.debian_suites) + "]"
-    return Head(source.name, "", newest.version,
-                ("kernel.source=debian", f"kernel.debian_package={source.debian_package}",
-                 f"kernel.debian_version={newest.version}", f"kernel.debian_suites={suites}"))
+    return Head(source.name, "", newest.version, source.head_overrides(newest.version))
 
 
 def heads(source: SourceSpec, cache: Cache, log: Path) -> list[Head]:

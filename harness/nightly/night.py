@@ -130,9 +130,10 @@ class Night:
 
     def _run(self, job: Job, head: Head) -> JobNight:
         plan = self.config.plan_path(job.plan)
-        sets = [a for s in (*job.overrides, *head.overrides) for a in ("--set", s)]
-        argv = [sys.executable, "-m", "harness", "run", str(plan), "--runs-dir",
-                str(self.runs_dir), "--cache-dir", str(self.cache.root), *sets]
+        # `--set=VALUE` and `--` before the plan: no value is read as an option
+        sets = [f"--set={s}" for s in (*job.overrides, *head.overrides)]
+        argv = [sys.executable, "-m", "harness", "run", f"--runs-dir={self.runs_dir}",
+                f"--cache-dir={self.cache.root}", *sets, "--", str(plan)]
         log = self.dir / "logs" / f"{job.id}-{head.head[:12]}.log"
         self.console.print(printable(f"  run {job.source} {job.plan} at {head.head[:40]} "
                                      f"(log {log})"))

@@ -25,7 +25,7 @@ from .. import proc
 from ..errors import EXIT_BAD_INPUT, SeriesError
 from ..inputs import as_name, check_name, inside, load_yaml, quote, read_bytes
 from ..plan import PROJECT_ROOT
-from ..source import GIT_ENV, SourceTree, git
+from ..source import GIT_ENV, SourceTree, git, object_id
 
 PATCHES_DIR = PROJECT_ROOT / "patches"
 _MSGID = re.compile(r"^<?[^\s/<>]+@[^\s/<>]+>?$")
@@ -202,7 +202,7 @@ def _patch_file(path: Path) -> PatchFile:
 
 def _split_mbox(path: Path, workdir: Path, log: Path) -> list[PatchFile]:
     out = Path(tempfile.mkdtemp(prefix=f"{path.stem}-", dir=workdir)).absolute()
-    result = proc.run(["git", "mailsplit", "-b", f"-o{out}", path], timeout=120, log=log,
+    result = proc.run(["git", "mailsplit", "-b", f"-o{out}", "--", path], timeout=120, log=log,
                       error=SeriesError)
     files = sorted(p for p in out.iterdir() if p.is_file())
     if not result.ok or not files:
@@ -226,7 +226,7 @@ def _from_b4(msgid: str, workdir: Path, log: Path) -> SeriesSpec:
         raise SeriesError(f"series {msgid}: fetching a message-id needs b4 "
                           "(pip install b4)", EXIT_BAD_INPUT)
     out = Path(tempfile.mkdtemp(prefix="b4-", dir=workdir)).absolute()
-    result = proc.run([b4, "am", "-o", out, msgid],
+    result = proc.run([b4, "am", "-o", out, "--", msgid],
                       timeout=120, log=log, error=SeriesError)
     mboxes = sorted(out.glob("*.mbx"))
     if not result.ok or not mboxes:
@@ -243,7 +243,9 @@ def checkout_base(tree: SourceTree, log: Path) -> None:
     """Put the harness's tree back on its base commit (after an earlier series).
     Only files that differ are rewritten, so builds stay incremental."""
     git(["am", "--abort"], tree.path, log, check=False)
-    git(["checkout", "-q", "--detach", "--force", tree.commit], tree.path, log)
+    # git checkout (2.39) takes no --end-of-options: the base is an id git printed
+    git(["checkout", "-q", "--detach", "--force", object_id(tree.commit, "the series base")],
+        tree.path, log)
 
 
 def apply(tree: SourceTree, specs: list[SeriesSpec], log: Path,
@@ -257,7 +259,8 @@ def apply(tree: SourceTree, specs: list[SeriesSpec], log: Path,
     for spec in specs:
         for patch in spec.patches:
             commit = _am(tree, patch, spec, log)
-            files = tuple(git(["diff-tree", "--no-commit-id", "--name-only", "-r", commit],
+            files = tuple(git(["diff-tree", "--no-commit-id", "--name-only", "-r",
+                               "--end-of-options", commit],
                               tree.path).stdout.split())
             entry = AppliedPatch(len(applied) + 1, spec.name, patch.subject, patch.author,
                                  commit, str(patch.path), files)
@@ -270,7 +273,7 @@ def apply(tree: SourceTree, specs: list[SeriesSpec], log: Path,
 
 
 def _am(tree: SourceTree, patch: PatchFile, spec: SeriesSpec, log: Path) -> str:
-    result = proc.run(["git", "am", "-3", "--keep-cr", patch.path], cwd=tree.path,
+    result = proc.run(["git", "am", "-3", "--keep-cr", "--", patch.path], cwd=tree.path,
                       env=GIT_ENV, timeout=300, log=log, error=SeriesError)
     if result.ok:
         return git(["rev-parse", "HEAD"], tree.path).stdout.strip()
@@ -286,7 +289,7 @@ def _am(tree: SourceTree, patch: PatchFile, spec: SeriesSpec, log: Path) -> str:
 def _failure(tree: SourceTree, patch: PatchFile, log: Path) -> str:
     """The file and hunk that failed, from `git apply --check -v` (git am's
     3-way fallback only names the file)."""
-    check = proc.run(["git", "apply", "--check", "-v", patch.path], cwd=tree.path,
+    check = proc.run(["git", "apply", "--check", "-v", "--", patch.path], cwd=tree.path,
                      timeout=120, error=SeriesError)
     text = check.stdout + check.stderr
     if "corrupt patch" in text or "No valid patches" in text:

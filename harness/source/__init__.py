@@ -8,5 +8,5 @@ working.py  kernel.ref: working-tree: the user's checkout with its edits, never 
 apt.py   a private apt state that finds and downloads Debian's source packages
 """
 from .tree import (GIT_ENV, SourceTree, check_kernel_tree, git,  # noqa: F401
-                   kernel_version, prepare)
+                   kernel_version, object_id, prepare)
 from .working import dirty  # noqa: F401

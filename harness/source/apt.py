@@ -133,7 +133,7 @@ class PrivateApt:
 
     def offers(self, package: str) -> list[Offer]:
         """Versions offered, newest first (apt-cache madison's order)."""
-        result = proc.run(["apt-cache", *self._options(), "madison", package],
+        result = proc.run(["apt-cache", *self._options(), "madison", "--", package],
                           timeout=120, error=SourceError)
         offers = []
         for line in result.stdout.splitlines():
@@ -156,7 +156,7 @@ class PrivateApt:
 
     def download(self, offer: Offer, dest: Path, log: Path) -> Path:
         dest.mkdir(parents=True, exist_ok=True)
-        proc.run(["apt-get", *self._options(), "download",
+        proc.run(["apt-get", *self._options(), "download", "--",
                   f"{offer.package}={offer.version}"], cwd=dest, timeout=1800,
                  log=log, check=True, error=SourceError)
         debs = sorted(dest.glob(f"{offer.package}_*.deb"))

@@ -63,6 +63,19 @@ class SourceTree:
         return f"{self.commit}+{self.kconfig_hash}" if self.kconfig_hash else self.commit
 
 
+# a commit as git prints it: SHA-1 or SHA-256, in full
+_OBJECT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
+
+
+def object_id(value: str, what: str) -> str:
+    """`value` if it is a full object id, else SourceError: for the git
+    commands that know no `--end-of-options` (git checkout), whose commit must
+    be one git printed, never text that could be read as an option."""
+    if not _OBJECT_ID.fullmatch(value):
+        raise SourceError(f"{what}: {value[:80]!r} is not a commit id", EXIT_INFRA)
+    return value
+
+
 def git(args: list[str], cwd: Path, log: Path | None = None, check: bool = True,
         timeout: float = 1800) -> proc.Completed:
     result = proc.run(["git", *args], cwd=cwd, env=GIT_ENV, timeout=timeout,
@@ -77,7 +90,7 @@ def kernel_version(tree: Path, commit: str = "") -> str:
     (of `commit` in the git tree at `tree`, when given: without checking it
     out)."""
     if commit:
-        head = git(["show", f"{commit}:Makefile"], tree).stdout[:2000]
+        head = git(["show", "--end-of-options", f"{commit}:Makefile"], tree).stdout[:2000]
     else:
         head = (tree / "Makefile").read_text(errors="replace")[:2000]
     fields = dict(re.findall(r"^(VERSION|PATCHLEVEL|SUBLEVEL|EXTRAVERSION)[ \t]*=[ \t]*(\S*)",
@@ -101,7 +114,8 @@ def check_kernel_tree(tree: Path, what: str, ref: str = "HEAD") -> None:
         raise SourceError(f"{what} {tree}: no such directory", EXIT_BAD_INPUT)
     if is_bare(tree):
         missing = [p for p in KERNEL_MARKERS
-                   if not git(["cat-file", "-e", f"{ref}:{p}"], tree, check=False).ok]
+                   if not git(["cat-file", "-e", "--end-of-options", f"{ref}:{p}"], tree,
+                              check=False).ok]
     else:
         missing = [p for p in KERNEL_MARKERS if not (tree / p).exists()]
     if missing:
@@ -211,7 +225,8 @@ def _from_git(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
     if not top.ok:
         raise SourceError(f"kernel.tree {user_tree} is not a git repository "
                           "(use a git checkout, or kernel.source: debian)", EXIT_BAD_INPUT)
-    found = git(["rev-parse", "--verify", "--quiet", f"{spec.ref}^{{commit}}"],
+    found = git(["rev-parse", "--verify", "--quiet", "--end-of-options",
+                 f"{spec.ref}^{{commit}}"],
                 user_tree, check=False)
     if not found.ok:
         raise SourceError(f"kernel.ref {spec.ref!r}: no such commit in {user_tree}", EXIT_BAD_INPUT)
@@ -222,7 +237,7 @@ def _from_git(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
         if not (worktree / ".git").exists():
             worktree.parent.mkdir(parents=True, exist_ok=True)
             git(["worktree", "prune"], user_tree, log)
-            git(["worktree", "add", "--detach", "--force", str(worktree), commit],
+            git(["worktree", "add", "--detach", "--force", "--", str(worktree), commit],
                 user_tree, log)
         # An existing worktree is NOT checked out here: another run may be
         # building it now (it holds the object directory's lock, not this

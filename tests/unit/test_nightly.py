@@ -47,14 +47,16 @@ def test_the_shipped_nightly_follows_debians_7_2_and_7_3():
 
 @pytest.mark.parametrize("body, says", [
     ("name: n\nsources: [{name: a}]\n", "either `git`"),
-    ("name: n\nsources: [{name: a, git: /x, debian_package: linux-source-7.2}]\n",
+    ("name: n\nsources: [{name: a, git: 'file:///x', debian_package: linux-source-7.2}]\n",
      "either `git`"),
     ("name: n\nsources: [{name: a, debian_package: p, bisect: true}]\n", "bisect needs a git"),
-    ("name: n\nsources: [{name: a, git: /x}, {name: a, git: /y}]\n", "second source"),
-    ("name: n\nsources: [{name: a, git: /x, colour: red}]\n", "unknown key 'sources[0].colour'"),
-    ("name: n\nplans: [nosuch]\nsources: [{name: a, git: /x}]\n", "plan 'nosuch'"),
-    ("name: n\nsources: [{name: a, git: /x, overrides: [novalue]}]\n", "KEY=VALUE"),
-    ("sources: [{name: a, git: /x}]\n", "`name` is missing"),
+    ("name: n\nsources: [{name: a, git: 'file:///x'}, {name: a, git: 'file:///y'}]\n",
+     "second source"),
+    ("name: n\nsources: [{name: a, git: 'file:///x', colour: red}]\n",
+     "unknown key 'sources[0].colour'"),
+    ("name: n\nplans: [nosuch]\nsources: [{name: a, git: 'file:///x'}]\n", "plan 'nosuch'"),
+    ("name: n\nsources: [{name: a, git: 'file:///x', overrides: [novalue]}]\n", "KEY=VALUE"),
+    ("sources: [{name: a, git: 'file:///x'}]\n", "`name` is missing"),
     ("name: n\nsources: [\n", "malformed YAML"),
 ])
 def test_a_bad_nightly_is_exit_2_naming_file_and_key(tmp_path, body, says):
@@ -70,7 +72,7 @@ def _config(tmp_path, sources: str, plans: str = "[quickstart]"):
 
 
 def test_job_ids_are_stable_and_a_git_source_has_a_job_per_branch_and_plan(tmp_path):
-    config = _config(tmp_path, "  - {name: rdma, git: /x, branches: [for-next, for-rc]}\n"
+    config = _config(tmp_path, "  - {name: rdma, git: 'file:///x', branches: [for-next, for-rc]}\n"
                                "  - {name: deb, debian_package: p}\n", "[quickstart, full]")
     jobs = expand(config)
     assert [(j.source, j.branch, j.plan) for j in jobs] == [
@@ -148,7 +150,7 @@ def test_a_git_source_is_fetched_into_a_mirror_and_its_new_head_seen(tmp_path):
     config = _config(tmp_path, f"  - {{name: up, git: {upstream}, branches: [main]}}\n")
     (head,) = git_heads(config.sources[0], cache, tmp_path / "log")
     assert head.head == first and Path(head.mirror).is_dir()
-    assert f"kernel.ref={first}" in head.overrides
+    assert f"kernel.ref='{first}'" in head.overrides
     second = _commit(upstream, "second")
     (head,) = git_heads(config.sources[0], cache, tmp_path / "log")
     assert head.head == second

@@ -122,3 +122,37 @@ def test_plan_that_is_not_utf8_names_the_file_and_offset(tmp_path):
         plan_mod.load(path)
     assert exc.value.exit_code == EXIT_BAD_INPUT
     assert str(path) in str(exc.value) and "offset 24" in str(exc.value)
+
+
+@pytest.mark.parametrize("assignment, key", [
+    ("kernel.ref=--output=x", "kernel.ref"),
+    ("kernel.ref=''", "kernel.ref"),
+    ("kernel.tree=-x", "kernel.tree"),
+    ("kernel.tree=--upload-pack=touch x", "kernel.tree"),
+    ("kernel.debian_package=-x", "kernel.debian_package"),
+    ("kernel.debian_package='linux source'", "kernel.debian_package"),
+    ("kernel.debian_version=-1", "kernel.debian_version"),
+    ("kernel.debian_version=''", "kernel.debian_version"),
+    ("kernel.debian_version='7.2 *'", "kernel.debian_version"),
+    ("kernel.debian_suites=[]", "kernel.debian_suites"),
+    ("kernel.debian_suites=[sid, -x]", "kernel.debian_suites[1]"),
+    ("kernel.debian_suites=['sid main contrib']", "kernel.debian_suites[0]"),
+    ("kernel.debian_suites=[\"sid\\ndeb x y\"]", "kernel.debian_suites[0]"),
+])
+def test_kernel_values_given_to_git_and_apt_are_refused_naming_the_key(tmp_path, assignment,
+                                                                        key):
+    path = write(tmp_path, "name: x\n")
+    with pytest.raises(PlanError) as exc:
+        plan_mod.load(path, [assignment])
+    assert exc.value.exit_code == EXIT_BAD_INPUT
+    assert f"{path}: {key}:" in str(exc.value)
+
+
+@pytest.mark.parametrize("assignment", [
+    "kernel.ref=v7.2-rc1", "kernel.ref=origin/for-next", "kernel.ref=HEAD~3",
+    "kernel.tree=~/src/linux-next", "kernel.tree=../linux",
+    "kernel.debian_version=1:7.2.13-1~bpo13+1", "kernel.debian_version=7.[23].*",
+    "kernel.debian_suites=[trixie-backports, sid]",
+])
+def test_ordinary_refs_trees_and_debian_versions_are_accepted(tmp_path, assignment):
+    plan_mod.load(write(tmp_path, "name: x\n"), [assignment])

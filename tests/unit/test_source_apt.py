@@ -316,7 +316,7 @@ def test_offers_parses_madison_output_through_private_state(tmp_path, monkeypatc
         Offer("linux-source-7.2", "7.2.13-1~bpo13+1", "trixie-backports"),
     ]
     (argv,) = seen
-    assert argv[0] == "apt-cache" and argv[-2:] == ["madison", "linux-source-7.2"]
+    assert argv[0] == "apt-cache" and argv[-3:] == ["madison", "--", "linux-source-7.2"]
     # the host's apt state is never read or written
     assert f"Dir::State::Lists={tmp_path / 'apt' / 'lists'}" in argv
     assert f"Dir::Etc::SourceList={tmp_path / 'apt' / 'sources.list'}" in argv
