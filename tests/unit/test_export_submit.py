@@ -72,7 +72,8 @@ def test_a_submission_the_server_refuses_is_exit_3_with_its_answer(server, tmp_p
 
 
 @pytest.mark.parametrize("status,body", [
-    (401, f"token {TOKEN} is not known"), (403, json.dumps({"error": "revoked", "token": TOKEN})),
+    (401, f"token {TOKEN} is not known"),
+    (403, json.dumps({"error": "revoked", "token": TOKEN})),
     (200, f"accepted from {TOKEN}")])
 def test_an_answer_that_echoes_the_token_is_quoted_without_it(status, body, server, tmp_path,
                                                              capsys, monkeypatch):
