@@ -1,7 +1,9 @@
 """The one helper through which every external program is started.
 
 argv lists only (never a shell with user strings), a timeout, the whole
-process group killed on timeout or interrupt, output to a log file when asked.
+process group killed on timeout or interrupt, output to a log file when asked,
+an environment built from an allowlist (child_env), never a copy of the
+harness's own.
 """
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Mapping, Sequence
+from typing import IO, Iterable, Mapping, Sequence
 
 from .errors import EXIT_INFRA, ProcError
 
@@ -35,11 +37,80 @@ class Completed:
         return "\n".join(text[-lines:])
 
 
-def _env(extra: Mapping[str, str] | None) -> dict[str, str]:
-    env = dict(os.environ)
+# --- a child's environment ---------------------------------------------------------
+# A child never gets a copy of the harness's environment (which may hold a
+# KCIDB token, a cloud key, a CI job's secrets): it gets the names below that
+# are set, each listed with why the children need it, then what its caller sets
+# (`extra`: GIT_* identities, make's kconfig environment, COLUMNS). A name ending
+# in '*' is a prefix. Nothing else passes: not ARCH, CROSS_COMPILE, KBUILD_*,
+# KCONFIG_*, CC or GIT_* from the user's shell, which would change what a build
+# makes without changing its cache key.
+PASSED: dict[str, str] = {
+    "PATH": "programs are found by name: make, gcc, git, qemu-system-x86_64, ccache",
+    "HOME": "git, ssh, ssh-keygen, b4 and ccache read their configuration under it",
+    "USER": "ssh and git name the local user with it",
+    "LOGNAME": "as USER, for the programs that read this one",
+    "LANG": "the user's locale (LC_ALL is C.UTF-8 unless the user set it)",
+    "LC_*": "as LANG; LC_ALL decides the language of the output the harness parses",
+    "TERM": "the interactive ssh of `harness ssh`",
+    "TMPDIR": "where gcc, mktemp, mmdebstrap and qemu-img put temporary files",
+    "http_proxy": "downloads (apt-get, mmdebstrap, git, b4) through the site's proxy",
+    "https_proxy": "as http_proxy",
+    "no_proxy": "the hosts reached without the proxy",
+    "all_proxy": "as http_proxy, for the programs that read this one",
+    "HTTP_PROXY": "as http_proxy (some programs read only the upper-case name)",
+    "HTTPS_PROXY": "as https_proxy",
+    "NO_PROXY": "as no_proxy",
+    "ALL_PROXY": "as all_proxy",
+    "SSL_CERT_FILE": "the site's certificate authority (a TLS proxy) for git and b4",
+    "SSL_CERT_DIR": "as SSL_CERT_FILE",
+    "XDG_CACHE_HOME": "ccache (4.x) keeps its cache under it, b4 its downloads",
+    "XDG_CONFIG_HOME": "git's and ccache's configuration files under it",
+    "CCACHE_*": "ccache's own settings (its directory, size, remote storage)",
+}
+# ssh's agent, for the children that open an ssh connection with the user's
+# keys: git fetching an ssh:// mirror
+SSH_AGENT: dict[str, str] = {
+    "SSH_AUTH_SOCK": "the user's ssh agent, for keys with a passphrase",
+}
+# the harness's own child processes (`harness run` started by the nightly):
+# what the harness itself reads
+HARNESS_CHILD: dict[str, str] = {
+    "HARNESS_*": "the harness's own settings (HARNESS_CACHE, HARNESS_DEBIAN_MIRROR)",
+    "PYTHONPATH": "the same harness package when it runs from a checkout",
+    "XDG_RUNTIME_DIR": "libvirt finds its session daemon (qemu:///session) by it",
+    **SSH_AGENT,            # paramiko and libvirt's qemu+ssh reach a remote libvirt host
+}
+# never passed, whatever a caller asks: KCIDB_REST (export/submit.py: the KCIDB
+# endpoint with its token) and any name holding one of SECRET_WORDS or ending
+# in _KEY (compared in upper case)
+NEVER = ("KCIDB_REST",)
+SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+
+
+def is_secret(name: str) -> bool:
+    """Is the environment variable `name` one no child may see?"""
+    upper = name.upper()
+    return (upper in NEVER or upper.endswith("_KEY")
+            or any(word in upper for word in SECRET_WORDS))
+
+
+def _listed(name: str, patterns: Iterable[str]) -> bool:
+    return any(name == p or (p.endswith("*") and name.startswith(p[:-1])) for p in patterns)
+
+
+def child_env(extra: Mapping[str, str] | None = None,
+              also: Iterable[str] = ()) -> dict[str, str]:
+    """The environment of a child: the PASSED names (and those of `also`,
+    e.g. SSH_AGENT) set in the harness's environment, LC_ALL=C.UTF-8 unless
+    set, then `extra`; never a secret (is_secret), even one in `extra`."""
+    patterns = (*PASSED, *also)
+    env = {name: value for name, value in os.environ.items()
+           if _listed(name, patterns) and not is_secret(name)}
     env.setdefault("LC_ALL", "C.UTF-8")
-    if extra:
-        env.update(extra)
+    for name, value in (extra or {}).items():
+        if not is_secret(name):
+            env[name] = value
     return env
 
 
@@ -62,9 +133,11 @@ def kill_group(popen: subprocess.Popen, grace: float = 5.0) -> None:
 def run(argv: Sequence[str | os.PathLike], *, timeout: float | None = None,
         cwd: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
         log: Path | None = None, check: bool = False, input: str | None = None,
-        error: type[Exception] = ProcError, grace: float = 5.0) -> Completed:
-    """Run argv to completion. With `log`, stdout+stderr go (appended) to that file
-    and `stdout` of the result is empty; otherwise both are captured as text.
+        error: type[Exception] = ProcError, grace: float = 5.0,
+        also: Iterable[str] = ()) -> Completed:
+    """Run argv to completion, in child_env(env, also). With `log`,
+    stdout+stderr go (appended) to that file and `stdout` of the result is
+    empty; otherwise both are captured as text.
     Interrupted or timed out, the command gets SIGTERM and `grace` seconds to
     end before SIGKILL."""
     args = [str(a) for a in argv]
@@ -79,7 +152,7 @@ def run(argv: Sequence[str | os.PathLike], *, timeout: float | None = None,
         out = logf
     try:
         popen = subprocess.Popen(
-            args, cwd=cwd, env=_env(env), stdout=out,
+            args, cwd=cwd, env=child_env(env, also), stdout=out,
             stderr=subprocess.STDOUT if logf else subprocess.PIPE,
             stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
             start_new_session=True, preexec_fn=_terminated_with_parent)
@@ -146,7 +219,7 @@ def _start(argv: Sequence[str | os.PathLike], log: Path, cwd, env,
                    if piped else
                    dict(stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT))
         try:
-            return subprocess.Popen(args, cwd=cwd, env=_env(env), start_new_session=True,
+            return subprocess.Popen(args, cwd=cwd, env=child_env(env), start_new_session=True,
                                     preexec_fn=_die_with_parent, **streams)
         except FileNotFoundError as exc:
             raise ProcError(f"{args[0]}: program not found (run `harness doctor`)",

@@ -14,7 +14,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from .. import runner
+from .. import proc, runner
 from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, DevloopError, HarnessError
 from ..pipeline import Run
@@ -178,7 +178,7 @@ def ssh_command(args, command: list[str], console: Console) -> int:
     argv = ["ssh", "-F", str(config), name]
     if command:
         argv += ["--", " ".join(command)]   # as ssh does: the guest shell reads it
-    os.execvp("ssh", argv)
+    os.execvpe("ssh", argv, proc.child_env())    # the user's secrets stay here
     return EXIT_INFRA     # not reached
 
 

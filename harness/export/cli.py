@@ -16,7 +16,7 @@ from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
 from ..results.model import load_run
 from ..results.safe import printable
 from . import kcidb
-from .submit import ENV, FORM, endpoint, submit
+from .submit import ENV, FORM, INSECURE, endpoint, submit
 
 
 def add_parser(sub) -> None:
@@ -28,8 +28,9 @@ def add_parser(sub) -> None:
         description="Checkouts, builds, tests, issues (crash signatures, known failures) and "
                     "incidents of the runs, with ids that are the same at every export. "
                     "Exit codes: 0 written (and submitted), 2 bad input (a directory "
-                    f"without results.json, a bad --origin, {ENV} unset with "
-                    "--submit), 3 the submission failed or the output is not valid KCIDB.")
+                    f"without results.json, a bad --origin, {ENV} unset, malformed or "
+                    f"http:// without {INSECURE} with --submit, an endpoint that "
+                    "redirects), 3 the submission failed or the output is not valid KCIDB.")
     k.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
                    help="a run directory (with results.json); several give one submission")
     k.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
@@ -38,7 +39,11 @@ def add_parser(sub) -> None:
                    help="the submitting CI system's KCIDB origin, [a-z0-9_]+ "
                         f"(default: {kcidb.DEFAULT_ORIGIN}); the prefix of every id")
     k.add_argument("--submit", action="store_true",
-                   help=f"also POST it to the KCIDB REST endpoint in ${ENV} ({FORM})")
+                   help=f"also POST it to the KCIDB REST endpoint in ${ENV} ({FORM}); "
+                        "a redirect is not followed")
+    k.add_argument(INSECURE, action="store_true",
+                   help=f"with --submit: accept an http:// {ENV}, the token sent "
+                        "unencrypted (a test server on this machine)")
 
 
 
@@ -49,7 +54,8 @@ def export_command(args: argparse.Namespace, console: Console) -> int:
     try:
         kcidb.check_origin(args.origin)
         if args.submit:
-            endpoint(os.environ.get(ENV))         # unset or malformed: before any output
+            # unset, malformed or http:// without --insecure: before any output
+            endpoint(os.environ.get(ENV), args.insecure)
         loaded = [(run_dir, load_run(run_dir)) for run_dir in args.run_dirs]
         data = kcidb.to_kcidb([run for _, run in loaded], args.origin,
                               {run.run_id: run_dir for run_dir, run in loaded})
@@ -62,7 +68,7 @@ def export_command(args: argparse.Namespace, console: Console) -> int:
         print(f"kcidb v{kcidb.SCHEMA_MAJOR}.{kcidb.SCHEMA_MINOR}: {kcidb.summary(data)}"
               + (f" -> {args.output}" if args.output else ""), file=sys.stderr)
         if args.submit:
-            reply = submit(data, os.environ.get(ENV))
+            reply = submit(data, os.environ.get(ENV), insecure=args.insecure)
             print(f"submitted to KCIDB: {reply.strip()[:200] or 'accepted'}", file=sys.stderr)
     except HarnessError as exc:
         errors.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)

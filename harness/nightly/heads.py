@@ -36,9 +36,9 @@ def fetch_mirror(url: str, cache: Cache, log: Path) -> Path:
     with locked(mirror.parent / f"{mirror.name}.lock"):
         if not (mirror / "HEAD").is_file():
             git(["clone", "--quiet", "--mirror", "--", url, str(mirror)], mirror.parent, log,
-                timeout=7200)
+                timeout=7200, remote=True)
         else:
-            git(["remote", "update", "--prune"], mirror, log, timeout=3600)
+            git(["remote", "update", "--prune"], mirror, log, timeout=3600, remote=True)
     return mirror
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import re
 import sys
 import threading
@@ -137,9 +136,10 @@ class Night:
         log = self.dir / "logs" / f"{job.id}-{head.head[:12]}.log"
         self.console.print(printable(f"  run {job.source} {job.plan} at {head.head[:40]} "
                                      f"(log {log})"))
-        # a wide terminal: the summary's "run directory:" line is never wrapped
+        # a wide terminal: the summary's "run directory:" line is never wrapped;
+        # the child is the harness: it reads what the harness reads
         done = proc.run(argv, timeout=RUN_TIMEOUT, log=log, grace=RUN_GRACE,
-                        env={**os.environ, "COLUMNS": "100000"})
+                        env={"COLUMNS": "100000"}, also=proc.HARNESS_CHILD)
         found = _RUN_DIR.findall(log.read_text(errors="replace"))
         night = JobNight(job, head.head, RAN, exit_code=done.returncode)
         if not found or not (Path(found[-1]) / "results.json").is_file():

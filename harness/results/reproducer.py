@@ -12,15 +12,15 @@ and nodes/<node>/qemu-cmdline.txt (each node's QEMU command line) or, with
 the libvirt backend, nodes/<node>/domain.xml (its domain)."""
 from __future__ import annotations
 
-import re
-
 import json
+import re
 import shutil
-import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from .. import proc
 from ..cache import write_atomic
+from ..errors import ProcError
 from ..inputs import check_name
 from .model import RunResult
 
@@ -62,9 +62,12 @@ def version() -> str:
         text = "unknown"
     checkout = Path(__file__).resolve().parents[2]
     if (checkout / ".git").exists():
-        described = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=checkout,
-                                   capture_output=True, text=True, timeout=30)
-        if described.returncode == 0:
+        try:
+            described = proc.run(["git", "describe", "--always", "--dirty"], cwd=checkout,
+                                 timeout=30)
+        except ProcError:         # no git, or it hangs: the version alone
+            return text
+        if described.ok:
             text += f" (git {described.stdout.strip()})"
     return text
 

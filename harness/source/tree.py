@@ -77,9 +77,11 @@ def object_id(value: str, what: str) -> str:
 
 
 def git(args: list[str], cwd: Path, log: Path | None = None, check: bool = True,
-        timeout: float = 1800) -> proc.Completed:
+        timeout: float = 1800, remote: bool = False) -> proc.Completed:
+    """git ARGS in `cwd`; `remote`: it reaches a remote repository (clone,
+    fetch), maybe over ssh, so it gets the user's ssh agent."""
     result = proc.run(["git", *args], cwd=cwd, env=GIT_ENV, timeout=timeout,
-                      log=log, error=SourceError)
+                      log=log, error=SourceError, also=proc.SSH_AGENT if remote else ())
     if check and not result.ok:
         raise SourceError(f"git {' '.join(args)} in {cwd} failed:\n{result.tail()}", EXIT_INFRA)
     return result

@@ -1,17 +1,14 @@
 """`harness export kcidb`: real results.json files as KCIDB v5.3 submissions that
 kcidb-io accepts, the status mapping (infrastructure and errored runs never
 FAIL), ids that are the same at every export and shared by runs of one build,
-crashes as issues and incidents, and --submit to a real HTTP server on
-127.0.0.1."""
+crashes as issues and incidents (--submit: test_export_submit.py)."""
 from __future__ import annotations
 
 import copy
 import dataclasses
 import datetime
 import hashlib
-import http.server
 import json
-import threading
 from pathlib import Path
 
 import jsonschema
@@ -19,7 +16,7 @@ import pytest
 from kcidb_io.schema import LATEST
 
 from harness.cli import main
-from harness.errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_PASS
+from harness.errors import EXIT_BAD_INPUT, EXIT_PASS
 from harness.export import kcidb
 from harness.results import model
 from harness.results.model import CrashRecord, RunResult, StageRecord
@@ -390,82 +387,3 @@ def test_a_directory_without_results_is_bad_input(tmp_path, capsys):
     assert "not-a-run: no results.json" in captured.err and captured.out == ""
     assert main(["export", "kcidb", str(good), "--origin", "Not-Valid"]) == EXIT_BAD_INPUT
     assert "--origin 'Not-Valid'" in capsys.readouterr().err
-
-
-# --- --submit ---------------------------------------------------------------------
-
-class Kcidb(http.server.BaseHTTPRequestHandler):
-    """A KCIDB REST endpoint: records each request, answers with the server's
-    `reply` (status, body)."""
-
-    def do_POST(self):
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        self.server.requests.append((self.path, dict(self.headers), body))
-        status, text = self.server.reply
-        self.send_response(status)
-        self.send_header("Content-Type", "text/plain")
-        self.end_headers()
-        self.wfile.write(text.encode())
-
-    def log_message(self, *args):
-        pass
-
-
-@pytest.fixture
-def server(monkeypatch):
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Kcidb)
-    httpd.requests, httpd.reply = [], (200, "submission id 42")
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                              daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=5)
-
-
-def test_submit_posts_the_json_with_the_token_as_a_bearer(server, tmp_path, capsys,
-                                                          monkeypatch):
-    port = server.server_address[1]
-    monkeypatch.setenv("KCIDB_REST", f"http://s3cr3t-token@127.0.0.1:{port}")
-    folder = run_dir(tmp_path, BROKEN)
-    out = tmp_path / "kcidb.json"
-    assert main(["export", "kcidb", str(folder), "-o", str(out), "--submit"]) == EXIT_PASS
-    (path, headers, body), = server.requests
-    assert path == "/submit"                       # an endpoint without a path gets /submit
-    assert headers["Authorization"] == "Bearer s3cr3t-token"
-    assert headers["Content-Type"] == "application/json"
-    assert json.loads(body) == json.loads(out.read_text())
-    assert "submission id 42" in capsys.readouterr().err
-
-
-def test_a_submission_the_server_refuses_is_exit_3_with_its_answer(server, tmp_path, capsys,
-                                                                  monkeypatch):
-    server.reply = (400, "tests[3].path: does not match")
-    port = server.server_address[1]
-    monkeypatch.setenv("KCIDB_REST", f"http://s3cr3t-token@127.0.0.1:{port}/v1/submit")
-    assert main(["export", "kcidb", str(run_dir(tmp_path, BROKEN)), "-o",
-                 str(tmp_path / "k.json"), "--submit"]) == EXIT_INFRA
-    assert server.requests[0][0] == "/v1/submit"
-    err = capsys.readouterr().err
-    assert "HTTP 400" in err and "tests[3].path: does not match" in err
-    assert "s3cr3t" not in err
-
-
-@pytest.mark.parametrize("value,says", [
-    (None, "KCIDB_REST is not set"),
-    ("https://kcidb.example/submit", "KCIDB_REST is not of the form"),
-    ("ftp://tok@kcidb.example/submit", "KCIDB_REST is not of the form"),
-])
-def test_submit_without_a_usable_endpoint_is_bad_input_before_any_output(
-        value, says, tmp_path, capsys, monkeypatch):
-    if value is None:
-        monkeypatch.delenv("KCIDB_REST", raising=False)
-    else:
-        monkeypatch.setenv("KCIDB_REST", value)
-    out = tmp_path / "k.json"
-    assert main(["export", "kcidb", str(run_dir(tmp_path, BROKEN)), "-o", str(out),
-                 "--submit"]) == EXIT_BAD_INPUT
-    assert says in capsys.readouterr().err and not out.exists()

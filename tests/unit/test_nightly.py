@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import random
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -186,6 +187,34 @@ def test_a_night_runs_new_heads_skips_known_ones_and_says_so(tmp_path):
     assert time.monotonic() - start < 10
     assert [(j.kind, j.run_id) for j in again.jobs] == [("skipped", job.run_id)]
     assert "unchanged since run" in again.jobs[0].message
+
+
+def test_the_nightlys_harness_run_reads_the_harness_settings_and_no_secret(
+        tmp_path, monkeypatch):
+    """`harness run` is started as `sys.executable -m harness run ...`: a
+    stand-in interpreter writes the environment it got."""
+    upstream = tmp_path / "upstream"
+    _git_repo(upstream)
+    config = _config(tmp_path, f"  - {{name: up, git: {upstream}, branches: [main]}}\n")
+    seen = tmp_path / "seen.env"
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\nenv > '{seen}'\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    for name, value in (("KCIDB_REST", "https://tok1@kcidb.example/submit"),
+                        ("GITHUB_TOKEN", "tok2"), ("HARNESS_DEBIAN_MIRROR", "http://m/debian"),
+                        ("PYTHONPATH", str(REPO)), ("ARCH", "arm64")):
+        monkeypatch.setenv(name, value)
+    night = Night(config, tmp_path / "runs", Cache(tmp_path / "cache"),
+                  Console(record=True, width=200)).run()
+    (job,) = night.jobs
+    assert job.state == "error" and "no run directory" in job.message   # the stand-in made none
+    text = seen.read_text()
+    env = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    assert env["HARNESS_DEBIAN_MIRROR"] == "http://m/debian" and env["PYTHONPATH"] == str(REPO)
+    assert env["COLUMNS"] == "100000" and "PATH" in env
+    assert not {"KCIDB_REST", "GITHUB_TOKEN", "ARCH"} & set(env)
+    assert "tok1" not in text and "tok2" not in text
 
 
 def test_the_command_exits_by_the_worst_kind(tmp_path, monkeypatch):

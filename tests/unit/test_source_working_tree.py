@@ -352,19 +352,21 @@ def test_the_kconfig_hash_covers_only_what_kconfig_reads(user):
     assert working.dirty(user) == {"drivers/x.c", "drivers/Kconfig"}
 
 
-def test_merge_config_runs_outside_the_checkout(user, tmp_path, monkeypatch):
+def test_merge_config_runs_outside_the_checkout(user, tmp_path):
     """The kernel's merge_config.sh writes its temporary ./.tmp.config.* into
     the current directory (removed by a trap, left behind by a SIGKILL): it
     must run in the object directory. A stand-in does what it does."""
     script = user / "scripts/kconfig/merge_config.sh"
-    script.write_text("#!/bin/sh\npwd > \"$PROBE\"\nmktemp ./.tmp.config.XXXXXXXXXX\n")
+    # the probe's path in the script: the children's environment is an
+    # allowlist, a variable of the test's own would not reach it
+    script.write_text(f"#!/bin/sh\npwd > '{tmp_path / 'cwd'}'\n"
+                      "mktemp ./.tmp.config.XXXXXXXXXX\n")
     script.chmod(0o755)
     (user / "Makefile").write_text("olddefconfig:\n\t@true\n")
     base = tmp_path / "base.config"
     base.write_text("CONFIG_X=y\n")
     objdir = tmp_path / "obj"
     objdir.mkdir()
-    monkeypatch.setenv("PROBE", str(tmp_path / "cwd"))
     kconfig_configure._make_config(user, objdir, "file", base, [], tmp_path / "k.log")
     assert (tmp_path / "cwd").read_text().strip() == str(objdir)
     assert list(objdir.glob(".tmp.config.*")) and not list(user.glob(".tmp.config.*"))
