@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from . import plan as plan_mod
-from .errors import EXIT_BAD_INPUT, HarnessError
+from .errors import HarnessError
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "reload":
         from .devloop import reload
         return reload.reload_command(args, console)
-    from .cache import Cache
+    from .cache import Cache, private_dir
     from .runner import run
     try:
         plan = plan_mod.load(args.plan, args.overrides)
@@ -216,11 +216,11 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[bold red]error:[/] {printable(str(exc))}")
         return exc.exit_code
     try:
-        args.runs_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        console.print(f"[bold red]error:[/] --runs-dir {printable(str(args.runs_dir))}: "
-                      f"{exc.strerror}")
-        return EXIT_BAD_INPUT
+        # made 0700 when the harness makes it; one of another user's refused
+        private_dir(args.runs_dir, "--runs-dir", tighten=False)
+    except HarnessError as exc:
+        console.print(f"[bold red]error:[/] {printable(str(exc))}")
+        return exc.exit_code
     if args.command == "boot" or args.keep_on_failure:
         try:
             return devloop_cli.keep_run(plan, args, console,
