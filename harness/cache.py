@@ -37,21 +37,18 @@ def private_dir(path: Path, what: str, *, tighten: bool = True,
     path = Path(path)
     made = False
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.mkdir(path, 0o700)
+        info = os.stat(path)            # the usual case: there already (one system call)
+    except FileNotFoundError:
+        _make_dir(path, what, error)
         made = True
-    except FileExistsError:
-        if not path.parent.is_dir():
-            raise error(f"{what} {path}: {path.parent} is a file, not a directory",
+        try:
+            info = os.stat(path)
+        except OSError as exc:          # a symbolic link to nowhere
+            raise error(f"{what} {path}: {exc.strerror} (a dangling symbolic link?)",
                         EXIT_BAD_INPUT) from None
     except NotADirectoryError:
         raise error(f"{what} {path}: a file is in the way (a part of the path is not a "
                     "directory)", EXIT_BAD_INPUT) from None
-    except OSError as exc:
-        raise error(f"{what} {path}: cannot create it: {exc.strerror}",
-                    EXIT_INFRA if is_disk_full(exc) else EXIT_BAD_INPUT) from None
-    try:
-        info = os.stat(path)
     except OSError as exc:
         raise error(f"{what} {path}: {exc.strerror}", EXIT_BAD_INPUT) from None
     if not stat.S_ISDIR(info.st_mode):
@@ -67,6 +64,23 @@ def private_dir(path: Path, what: str, *, tighten: bool = True,
             raise error(f"{what} {path}: cannot make it private (0700): {exc.strerror}",
                         EXIT_BAD_INPUT) from None
     return path
+
+
+def _make_dir(path: Path, what: str, error: type[HarnessError]) -> None:
+    """mkdir -p, the last one 0700; another process making it first is fine."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        if not path.parent.is_dir():
+            raise error(f"{what} {path}: {path.parent} is a file, not a directory",
+                        EXIT_BAD_INPUT) from None
+    except NotADirectoryError:
+        raise error(f"{what} {path}: a file is in the way (a part of the path is not a "
+                    "directory)", EXIT_BAD_INPUT) from None
+    except OSError as exc:
+        raise error(f"{what} {path}: cannot create it: {exc.strerror}",
+                    EXIT_INFRA if is_disk_full(exc) else EXIT_BAD_INPUT) from None
 
 
 # no cache, registry or socket in the kernel's own file systems

@@ -112,5 +112,6 @@ def test_a_runs_directory_of_another_user_is_refused(foreign, tmp_path, capsys):
 def test_new_run_dir_makes_a_missing_runs_directory_0700(tmp_path):
     class Plan:
         name = "p"
-    run_id, run_dir = runner.new_run_dir(tmp_path / "deep" / "runs", Plan())  # type: ignore[arg-type]
-    assert run_dir.is_dir() and mode(tmp_path / "deep" / "runs") == 0o700
+    runs = tmp_path / "deep" / "runs"
+    run_id, run_dir = runner.new_run_dir(runs, Plan())    # type: ignore[arg-type]
+    assert run_dir.is_dir() and run_dir.parent == runs and mode(runs) == 0o700
