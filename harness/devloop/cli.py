@@ -22,7 +22,7 @@ from ..results.crashes import Attribution, node_crashes
 from ..results.model import KeptRecord
 from ..results.safe import printable
 from ..results.verdict import decide
-from . import registry, supervisor
+from . import follow, registry, supervisor
 
 DEFAULT_TTL = "2h"
 NODE_NAME = re.compile(r"^node\d+$")
@@ -137,7 +137,7 @@ def _say_how(console: Console, entry: registry.KeptRun, why: str) -> None:
     console.print(f"[bold]{lead}[/] until {until} (--ttl; `harness stop` ends them sooner)")
     console.print(f"  run id: {entry.run_id}")
     for node in entry.nodes:
-        console.print(f"  {node.name}: ssh port {node.port}, fabric {node.l2_ip}")
+        console.print(f"  {node.name}: ssh port {node.port}, fabric {printable(node.l2_ip)}")
     console.print(f"  harness ssh {entry.run_id} {first}            a shell "
                   f"(-- CMD runs one command)")
     console.print(f"  harness console {entry.run_id} {first}        its serial console")
@@ -145,7 +145,7 @@ def _say_how(console: Console, entry: registry.KeptRun, why: str) -> None:
         console.print(f"  harness reload {entry.run_id}              after an edit: rebuild, "
                       "new modules in, suites again")
     console.print(f"  harness stop {entry.run_id}")
-    console.print(f"  ssh -F {entry.run_dir}/ssh_config {first}")
+    console.print(f"  ssh -F {printable(entry.run_dir)}/ssh_config {first}")
 
 
 # --- ssh, console, stop, ps ---------------------------------------------------------
@@ -185,41 +185,7 @@ def ssh_command(args, command: list[str], console: Console) -> int:
 def console_command(args, console: Console) -> int:
     cache = Cache(args.cache_dir)
     entry, name = _run_and_node(cache, args.words)
-    path = Path(entry.node(name).console)
-    text = path.read_bytes() if path.exists() else b""
-    shown = text.splitlines(keepends=True)[-args.lines:] if args.lines else []
-    out = os.fdopen(os.dup(1), "wb")
-    out.write(b"".join(shown))
-    out.flush()
-    if args.no_follow:
-        return 0
-    offset = len(text)
-    try:
-        while registry.alive(entry):
-            path = Path(_fresh(cache, entry).node(name).console)
-            size = path.stat().st_size if path.exists() else 0
-            if size < offset:       # a reboot started a new console
-                offset = 0
-            if size > offset:
-                with open(path, "rb") as f:
-                    f.seek(offset)
-                    chunk = f.read()
-                offset += len(chunk)
-                out.write(chunk)
-                out.flush()
-            time.sleep(0.2)
-    except KeyboardInterrupt:
-        return 0
-    out.write(f"\n[harness: run {entry.run_id} stopped]\n".encode())
-    out.flush()
-    return 0
-
-
-def _fresh(cache: Cache, entry: registry.KeptRun) -> registry.KeptRun:
-    for now in registry.entries(cache, prune=False):
-        if now.run_id == entry.run_id:
-            return now
-    return entry
+    return follow.follow(cache, entry, name, args.lines, not args.no_follow)
 
 
 def stop_command(args, console: Console) -> int:
@@ -285,7 +251,7 @@ def ps_command(args, console: Console) -> int:
         nodes = " ".join(f"{n['name']}:{n['ssh_port']}" + ("" if n["running"] else "(down)")
                          for n in row["nodes"])
         left = row["seconds_left"]
-        table.add_row(row["run_id"], row["plan"], nodes, printable(row["tree"]),
-                      f"{left // 3600}h{left % 3600 // 60:02d}m")
+        table.add_row(printable(row["run_id"]), printable(row["plan"]), printable(nodes),
+                      printable(row["tree"]), f"{left // 3600}h{left % 3600 // 60:02d}m")
     console.print(table)
     return 0
