@@ -8,6 +8,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, DevloopError, HarnessError
 from ..pipeline import Run
 from ..results.crashes import Attribution, node_crashes
 from ..results.model import KeptRecord
-from ..results.safe import printable
+from ..results.safe import printable, strip_controls
 from ..results.verdict import decide
 from . import follow, registry, supervisor
 
@@ -190,7 +191,14 @@ def console_command(args, console: Console) -> int:
 
 def stop_command(args, console: Console) -> int:
     cache = Cache(args.cache_dir)
-    targets = registry.entries(cache) if args.all else [registry.resolve(cache, args.run)]
+    if args.all:
+        targets, damaged = registry.scan(cache)
+        for bad in damaged:
+            registry.discard(bad)
+            console.print(f"removed the damaged entry {printable(str(bad.path))} "
+                          f"({printable(bad.problem)})")
+    else:
+        targets = [registry.resolve(cache, args.run)]
     code = 0
     for entry in targets:
         try:
@@ -230,7 +238,7 @@ def _gone(entry: registry.KeptRun, seconds: float) -> bool:
 
 
 def ps_command(args, console: Console) -> int:
-    kept = registry.entries(Cache(args.cache_dir))
+    kept, damaged = registry.scan(Cache(args.cache_dir))
     rows = [{"run_id": e.run_id, "plan": e.plan, "why": e.why, "run_dir": e.run_dir,
              "tree": e.tree, "supervisor_pid": e.pid,
              "until": datetime.datetime.fromtimestamp(e.deadline).isoformat(timespec="seconds"),
@@ -240,10 +248,15 @@ def ps_command(args, console: Console) -> int:
                         "running": registry.running(n.pid)
                         if n.backend == "qemu" else True} for n in e.nodes]}
             for e in kept]
+    for bad in damaged:               # listed once: removed now
+        registry.discard(bad)
     if args.json:
         print(json.dumps(rows, indent=1))
+        for bad in damaged:
+            print(f"harness ps: removed the damaged entry {strip_controls(str(bad.path))} "
+                  f"({strip_controls(bad.problem)})", file=sys.stderr)
         return 0
-    if not rows:
+    if not rows and not damaged:
         console.print("no kept-up runs (harness boot starts one)")
         return 0
     table = Table("run", "plan", "nodes", "tree", "left", box=None)
@@ -253,5 +266,8 @@ def ps_command(args, console: Console) -> int:
         left = row["seconds_left"]
         table.add_row(printable(row["run_id"]), printable(row["plan"]), printable(nodes),
                       printable(row["tree"]), f"{left // 3600}h{left % 3600 // 60:02d}m")
+    for bad in damaged:
+        table.add_row(printable(bad.path.stem), "[red]damaged[/]",
+                      printable(f"{bad.path}: {bad.problem}"), "", "removed")
     console.print(table)
     return 0

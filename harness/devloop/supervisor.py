@@ -16,11 +16,9 @@ import contextlib
 import dataclasses
 import json
 import os
-import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
@@ -150,10 +148,11 @@ class Supervisor:
     def __init__(self, state: Run, cache: Cache, why: str, deadline: float):
         self.state, self.cache = state, cache
         self.stopping = ""
-        self._sockdir = Path(tempfile.mkdtemp(prefix="harness-keep-"))
-        self.control = self._sockdir / "control"
+        # in the cache's socket directory (0700)
+        self.control = registry.control_socket(cache)
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(str(self.control))
+        os.chmod(self.control, 0o600)
         self.server.listen(4)
         kb = state.kernel.build if state.kernel else None
         now = time.time()
@@ -198,7 +197,7 @@ class Supervisor:
                     node.stop()
             registry.remove(self.cache, self.entry.run_id)
             self.server.close()
-            shutil.rmtree(self._sockdir, ignore_errors=True)
+            self.control.unlink(missing_ok=True)
             self._log("stopped")
 
     def _handle(self, conn: socket.socket) -> None:

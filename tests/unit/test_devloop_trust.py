@@ -1,19 +1,26 @@
 """Untrusted input in the developer's loop, with real files, sockets and
 processes: guest bytes reach the terminal without their escape sequences
-(`harness console`, `harness ps`)."""
+(`harness console`, `harness ps`), the registry and the sockets are private,
+and a damaged entry is named, not silently dropped."""
 from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import socket
 import stat
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+import pytest
 
 from harness.cache import Cache
 from harness.cli import main
 from harness.devloop import registry
+from harness.errors import DevloopError
 from harness.results.safe import Stripper, strip_controls
 
 from .test_devloop import entry
@@ -106,3 +113,94 @@ def test_ps_rows_go_through_the_safe_printer(tmp_path, capsys):
     out = capsys.readouterr().out
     assert_clean(out)
     assert "[bold]x[/bold]" in out.replace("\n", "")
+
+
+# --- private state ------------------------------------------------------------------
+def test_the_registry_and_the_sockets_are_private(tmp_path):
+    cache = Cache(tmp_path / "cache")
+    path = registry.save(cache, entry("x-1", tmp_path))
+    assert mode(registry.directory(cache)) == 0o700 and mode(path) == 0o600
+    control = registry.control_socket(cache)
+    assert control.parent == cache.root / "sockets" and mode(control.parent) == 0o700
+    assert registry.in_socket_dir(cache, control)
+    assert not registry.in_socket_dir(cache, tmp_path / "x.sock")
+    assert mode(cache.root) == 0o700
+
+
+def test_a_cache_too_deep_for_a_socket_address_has_its_sockets_elsewhere(tmp_path,
+                                                                          monkeypatch):
+    run = Path(tempfile.mkdtemp(prefix="hr-"))      # a short runtime directory
+    try:
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(run))
+        cache = Cache(tmp_path / ("d" * 90) / "cache")
+        control = registry.control_socket(cache)
+        assert len(os.fsencode(control)) <= registry.SOCKET_PATH_MAX
+        assert control.parent.parent == run / f"harness-{os.geteuid()}"
+        assert mode(control.parent) == 0o700 and mode(control.parent.parent) == 0o700
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(str(control))
+        assert registry.in_socket_dir(cache, control)
+        monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / ("r" * 90)))
+        with pytest.raises(DevloopError, match="too long"):
+            registry.control_socket(cache)
+    finally:
+        shutil.rmtree(run)
+
+
+def test_a_registry_of_another_user_is_refused(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a directory of another user's")
+    cache = Cache(tmp_path / "cache")
+    (cache.root / "kept").mkdir()
+    os.chown(cache.root / "kept", 65534, 65534)
+    with pytest.raises(DevloopError, match="kept-run registry .* owned by uid 65534"):
+        registry.entries(cache)
+
+
+# --- damaged entries ------------------------------------------------------------------
+DAMAGED = [
+    ("not-json", lambda good: "{not json"),
+    ("unknown-field", lambda good: good.replace('"run_id"', '"colour": 1, "run_id"')),
+    ("pid-text", lambda good: good.replace(f'"pid": {os.getpid()}', '"pid": "1"')),
+    ("pid-group", lambda good: good.replace(f'"pid": {os.getpid()}', '"pid": -1')),
+    ("node-option", lambda good: good.replace('"name": "node1"', '"name": "-oProxyCommand=x"')),
+    ("another-run", lambda good: good.replace('"run_id": "r-bad"', '"run_id": "r-other"')),
+]
+
+
+@pytest.mark.parametrize("case, damage", DAMAGED, ids=[c[0] for c in DAMAGED])
+def test_a_damaged_entry_is_named_listed_once_and_cleaned_by_stop_all(tmp_path, capsys,
+                                                                       case, damage):
+    cache = Cache(tmp_path / "cache")
+    registry.save(cache, entry("r-good", tmp_path, started=1))
+    path = registry.save(cache, entry("r-bad", tmp_path, started=2))
+    path.write_text(damage(path.read_text()))
+    root = str(cache.root)
+    for argv in (["ssh", "--cache-dir", root, "r-bad", "node1"], ["stop", "--cache-dir", root,
+                 "r-bad"], ["console", "--cache-dir", root, "--no-follow", "r-bad"]):
+        assert main(argv) == 2, argv
+        out = capsys.readouterr().out.replace("\n", "")
+        assert str(path) in out and "damaged" in out and "harness stop --all" in out
+    assert registry.resolve(cache, None).run_id == "r-good"      # the others still work
+    assert main(["ps", "--cache-dir", root]) == 0
+    out = capsys.readouterr().out
+    assert "damaged" in out and "r-good" in out
+    assert main(["ps", "--cache-dir", root]) == 0               # listed once
+    assert "damaged" not in capsys.readouterr().out and not path.exists()
+    path.write_text("{not json")
+    registry.remove(cache, "r-good")             # its pid is this pytest's
+    assert main(["stop", "--all", "--cache-dir", root]) == 0
+    assert "removed the damaged entry" in capsys.readouterr().out and not path.exists()
+
+
+def test_an_entry_not_a_file_of_the_users_is_damaged(tmp_path):
+    cache = Cache(tmp_path / "cache")
+    good = registry.save(cache, entry("r-1", tmp_path))
+    link = registry.entry_file(cache, "r-2")
+    link.symlink_to(good)
+    found = registry.load(link)
+    assert isinstance(found, registry.Damaged) and "symbolic link" in found.problem
+    if os.geteuid() == 0:
+        os.chown(good, 65534, 65534)
+        found = registry.load(good)
+        assert isinstance(found, registry.Damaged) and "owned by uid 65534" in found.problem
