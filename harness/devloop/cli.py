@@ -2,6 +2,7 @@
 runs whose nodes stay up for a developer (supervisor.py keeps them)."""
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import json
@@ -23,7 +24,7 @@ from ..results.crashes import Attribution, node_crashes
 from ..results.model import KeptRecord
 from ..results.safe import printable, strip_controls
 from ..results.verdict import decide
-from . import follow, registry, supervisor
+from . import follow, registry, supervisor, verify
 
 DEFAULT_TTL = "2h"
 NODE_NAME = re.compile(r"^node\d+$")
@@ -172,10 +173,10 @@ def ssh_command(args, command: list[str], console: Console) -> int:
     if not node.host:
         raise DevloopError(f"{entry.run_id} {name} runs on a remote libvirt host: its SSH is "
                            "not reachable from here directly", EXIT_BAD_INPUT)
+    config = verify.ssh_config(entry)
     if shutil.which("ssh") is None:
         raise DevloopError("ssh: the OpenSSH client is not installed (apt-get install "
                            "openssh-client)", EXIT_INFRA)
-    config = Path(entry.run_dir) / "ssh_config"
     argv = ["ssh", "-F", str(config), name]
     if command:
         argv += ["--", " ".join(command)]   # as ssh does: the guest shell reads it
@@ -202,30 +203,42 @@ def stop_command(args, console: Console) -> int:
     code = 0
     for entry in targets:
         try:
-            supervisor.request(entry, "stop", timeout=10)
+            code = max(code, _stop(cache, entry, console))
         except HarnessError as exc:
-            console.print(f"[yellow]{printable(str(exc))}: sending SIGTERM[/]")
-            _signal(entry.pid, 15)
-        if not _gone(entry, 120):
-            console.print(f"[red]{entry.run_id}: still there after 120 s: SIGKILL[/] "
-                          "(its guests die with it)")
-            _signal(entry.pid, 9)
-            _gone(entry, 10)
-        left = [n.name for n in entry.nodes if registry.running(n.pid)]
-        if left:
-            console.print(f"[red]{entry.run_id}: QEMU of {', '.join(left)} still running[/]")
-            code = EXIT_INFRA
-        else:
-            console.print(f"stopped {entry.run_id} ({len(entry.nodes)} node(s), no QEMU left)")
-        registry.remove(cache, entry.run_id)
+            if not args.all:
+                raise
+            console.print(f"[bold red]error:[/] {printable(str(exc))}")
+            code = max(code, exc.exit_code)
     return code
 
 
-def _signal(pid: int, sig: int) -> None:
+def _stop(cache: Cache, entry: registry.KeptRun, console: Console) -> int:
+    verify.check_supervisor(cache, entry)     # the pid is the run's supervisor, or nothing
     try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
+        supervisor.request(entry, "stop", timeout=10)
+    except HarnessError as exc:
+        if exc.exit_code == EXIT_BAD_INPUT:   # another process holds the socket
+            raise
+        console.print(f"[yellow]{printable(str(exc))}: sending SIGTERM[/]")
+        _signal(entry, 15)
+    if not _gone(entry, 120):
+        console.print(f"[red]{entry.run_id}: still there after 120 s: SIGKILL[/] "
+                      "(its guests die with it)")
+        _signal(entry, 9)
+        _gone(entry, 10)
+    registry.remove(cache, entry.run_id)
+    left = [n.name for n in entry.nodes if registry.running(n.pid)]
+    if left:
+        console.print(f"[red]{entry.run_id}: QEMU of {', '.join(left)} still running[/]")
+        return EXIT_INFRA
+    console.print(f"stopped {entry.run_id} ({len(entry.nodes)} node(s), no QEMU left)")
+    return 0
+
+
+def _signal(entry: registry.KeptRun, sig: int) -> None:
+    if registry.alive(entry):                 # the same process (its start time)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(entry.pid, sig)
 
 
 def _gone(entry: registry.KeptRun, seconds: float) -> bool:

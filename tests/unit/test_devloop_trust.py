@@ -1,7 +1,9 @@
 """Untrusted input in the developer's loop, with real files, sockets and
 processes: guest bytes reach the terminal without their escape sequences
 (`harness console`, `harness ps`), the registry and the sockets are private,
-and a damaged entry is named, not silently dropped."""
+`harness stop` signals only a run's own supervisor (a `sleep` named in an
+entry lives on), `harness ssh` uses only an ssh_config of the user's, and a
+damaged entry is named, not silently dropped."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,7 +21,7 @@ import pytest
 
 from harness.cache import Cache
 from harness.cli import main
-from harness.devloop import registry
+from harness.devloop import registry, supervisor, verify
 from harness.errors import DevloopError
 from harness.results.safe import Stripper, strip_controls
 
@@ -157,6 +159,145 @@ def test_a_registry_of_another_user_is_refused(tmp_path):
         registry.entries(cache)
 
 
+# --- stop signals only the supervisor -------------------------------------------------
+STANDIN = """\
+import json, socket, sys
+server = socket.socket(socket.AF_UNIX)
+server.bind(sys.argv[2])
+server.listen(4)
+open(sys.argv[3], "w").write("ready")
+while True:
+    conn, _ = server.accept()
+    line = conn.makefile("r").readline()
+    if line:
+        conn.sendall(b'{"ok": true}\\n')
+        if json.loads(line)["op"] == "stop":
+            sys.exit(0)
+"""
+
+
+def wait_file(path: Path) -> None:
+    deadline = time.monotonic() + 20
+    while not path.exists():
+        assert time.monotonic() < deadline, path
+        time.sleep(0.05)
+
+
+def keep(cache: Cache, tmp_path: Path, pid: int, control: Path, run_id: str = "r-1") -> Path:
+    registry.save(cache, dataclasses.replace(entry(run_id, tmp_path, pid=pid),
+                                             control=str(control)))
+    return registry.entry_file(cache, run_id)
+
+
+def test_stop_refuses_a_pid_that_is_a_sleep_and_it_lives_on(tmp_path, capsys):
+    cache = Cache(tmp_path / "cache")
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        path = keep(cache, tmp_path, sleeper.pid, registry.control_socket(cache))
+        assert main(["stop", "--cache-dir", str(cache.root), "r-1"]) == 2
+        out = capsys.readouterr().out.replace("\n", "")
+        assert str(path) in out and "not a harness boot/run/series process" in out
+        assert "remove the file" in out
+        time.sleep(0.3)
+        assert sleeper.poll() is None                 # not signalled
+        assert path.exists()
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_stop_refuses_a_harness_process_without_the_runs_socket(tmp_path, capsys):
+    cache = Cache(tmp_path / "cache")
+    looks = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)",
+                              "harness", "boot"])
+    server = socket.socket(socket.AF_UNIX)
+    control = registry.control_socket(cache)
+    server.bind(str(control))         # held by this test, not by the named pid
+    server.listen(1)
+    outside = tmp_path / "outside.sock"
+    other = socket.socket(socket.AF_UNIX)
+    other.bind(str(outside))
+    other.listen(1)
+    try:
+        assert verify.is_harness_run(verify.command_line(looks.pid))
+        keep(cache, tmp_path, looks.pid, control)
+        assert main(["stop", "--cache-dir", str(cache.root), "r-1"]) == 2
+        assert "does not hold its control socket" in capsys.readouterr().out.replace("\n", "")
+        keep(cache, tmp_path, looks.pid, outside)
+        assert main(["stop", "--cache-dir", str(cache.root), "r-1"]) == 2
+        assert "not in this cache's socket directory" in capsys.readouterr().out.replace(
+            "\n", "")
+        keep(cache, tmp_path, looks.pid, tmp_path / "missing.sock")
+        assert main(["stop", "--cache-dir", str(cache.root), "--all"]) == 2
+        assert looks.poll() is None
+        # a request to a socket another process holds sends nothing
+        with pytest.raises(DevloopError, match="held by pid") as err:
+            supervisor.request(dataclasses.replace(
+                entry("r-2", tmp_path, pid=looks.pid), control=str(control)), "stop")
+        assert err.value.exit_code == 2
+    finally:
+        looks.kill()
+        looks.wait()
+        server.close()
+        other.close()
+
+
+def test_stop_ends_a_real_stand_in_supervisor(tmp_path, capsys):
+    cache = Cache(tmp_path / "cache")
+    script = tmp_path / "bin" / "harness"
+    script.parent.mkdir()
+    script.write_text(STANDIN)
+    control, ready = registry.control_socket(cache), tmp_path / "ready"
+    standin = subprocess.Popen([sys.executable, str(script), "boot", str(control), str(ready)])
+    try:
+        wait_file(ready)
+        path = keep(cache, tmp_path, standin.pid, control)
+        assert verify.supervisor_problem(cache, registry.resolve(cache, "r-1")) == ""
+        assert main(["stop", "--cache-dir", str(cache.root), "r-1"]) == 0
+        assert "stopped r-1" in capsys.readouterr().out
+        assert standin.wait(timeout=10) == 0 and not path.exists()
+    finally:
+        standin.kill()
+
+
+def test_the_supervisor_check_reads_the_command_line():
+    python = sys.executable
+    assert verify.is_harness_run([python, "-m", "harness", "boot", "plans/x.yaml"])
+    assert verify.is_harness_run(["/usr/bin/python3.11", "/home/u/.local/bin/harness", "run"])
+    assert verify.is_harness_run([python, "-m", "harness", "series", "check", "x"])
+    assert not verify.is_harness_run([python, "-m", "harness", "ps"])
+    assert not verify.is_harness_run(["sleep", "60"])
+    assert not verify.is_harness_run(["/bin/sh", "harness", "boot"])
+    assert not verify.is_harness_run([])
+
+
+# --- ssh's configuration ----------------------------------------------------------------
+def test_ssh_refuses_an_ssh_config_that_is_not_the_users(tmp_path, capsys):
+    cache = Cache(tmp_path / "cache")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    registry.save(cache, entry("r-1", run_dir))
+    config = run_dir / "ssh_config"
+    config.write_text("Host node1\n  ProxyCommand touch /tmp/owned\n")
+    config.chmod(0o664)
+    assert main(["ssh", "--cache-dir", str(cache.root), "r-1", "node1"]) == 2
+    assert "is writable by others (mode 0664)" in capsys.readouterr().out.replace("\n", "")
+    config.unlink()
+    (tmp_path / "elsewhere").write_text("")
+    config.symlink_to(tmp_path / "elsewhere")
+    assert main(["ssh", "--cache-dir", str(cache.root), "r-1"]) == 2
+    assert "not a regular file" in capsys.readouterr().out.replace("\n", "")
+    config.unlink()
+    config.write_text("Host node1\n")
+    config.chmod(0o600)
+    assert verify.ssh_config(registry.resolve(cache, "r-1")) == config
+    if os.geteuid() == 0:
+        os.chown(config, 65534, 65534)
+        assert main(["ssh", "--cache-dir", str(cache.root), "r-1"]) == 2
+        out = capsys.readouterr().out.replace("\n", "")
+        assert str(config) in out and "owned by uid 65534" in out
+
+
 # --- damaged entries ------------------------------------------------------------------
 DAMAGED = [
     ("not-json", lambda good: "{not json"),
@@ -188,8 +329,7 @@ def test_a_damaged_entry_is_named_listed_once_and_cleaned_by_stop_all(tmp_path, 
     assert main(["ps", "--cache-dir", root]) == 0               # listed once
     assert "damaged" not in capsys.readouterr().out and not path.exists()
     path.write_text("{not json")
-    registry.remove(cache, "r-good")             # its pid is this pytest's
-    assert main(["stop", "--all", "--cache-dir", root]) == 0
+    assert main(["stop", "--all", "--cache-dir", root]) == 2     # r-good: this pytest
     assert "removed the damaged entry" in capsys.readouterr().out and not path.exists()
 
 
