@@ -219,7 +219,10 @@ def test_stop_refuses_a_harness_process_without_the_runs_socket(tmp_path, capsys
     other.bind(str(outside))
     other.listen(1)
     try:
-        assert verify.is_harness_run(verify.command_line(looks.pid))
+        deadline = time.monotonic() + 20            # until the exec is done
+        while not verify.is_harness_run(verify.command_line(looks.pid)):
+            assert time.monotonic() < deadline, verify.command_line(looks.pid)
+            time.sleep(0.05)
         keep(cache, tmp_path, looks.pid, control)
         assert main(["stop", "--cache-dir", str(cache.root), "r-1"]) == 2
         assert "does not hold its control socket" in capsys.readouterr().out.replace("\n", "")
