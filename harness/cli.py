@@ -153,8 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["ssh"] and "--" in argv:      # harness ssh [RUN] [NODE] -- CMD...
         cut = argv.index("--")
         argv, command = argv[:cut], argv[cut + 1:]
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(devloop_cli.joined_values(argv))
     console = make_console()
+    try:
+        devloop_cli.check_values(args)
+    except HarnessError as exc:
+        console.print(f"[bold red]error:[/] {printable(str(exc))}")
+        return exc.exit_code
     if args.command in ("ssh", "console", "stop", "ps"):
         try:
             if args.command == "ssh":

@@ -19,6 +19,7 @@ from rich.table import Table
 from .. import runner
 from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, DevloopError, HarnessError
+from ..inputs import check_name, quote
 from ..pipeline import Run
 from ..results.crashes import Attribution, node_crashes
 from ..results.model import KeptRecord
@@ -32,11 +33,41 @@ NODE_NAME = re.compile(r"^node\d+$")
 
 def parse_ttl(text: str) -> int:
     """Seconds from "90", "90s", "30m", "2h"."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text or "")
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text or "", re.ASCII)
     if not match or float(match[1]) <= 0:
-        raise DevloopError(f"--ttl {text!r}: give a lifetime such as 7200, 90s, 30m or 2h",
+        raise DevloopError(f"--ttl {quote(text)}: give a lifetime such as 7200, 90s, 30m or 2h",
                            EXIT_BAD_INPUT)
     return int(float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]])
+
+
+def check_values(args) -> None:
+    """The devloop options' values, checked whether or not the option they
+    modify is given (`run --ttl banana` without --keep-on-failure is refused)."""
+    if getattr(args, "ttl", None) is not None:
+        parse_ttl(args.ttl)
+    if getattr(args, "lines", 0) < 0:
+        raise DevloopError(f"--lines {args.lines}: give a number of lines, 0 or more",
+                           EXIT_BAD_INPUT)
+
+
+def joined_values(argv: list[str]) -> list[str]:
+    """`--ttl -5m` as `--ttl=-5m`: argparse takes a value that starts with '-'
+    for an option ("expected one argument") and the value would go unnamed;
+    joined, parse_ttl names it."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return out + argv[i:]
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if word == "--ttl" and nxt.startswith("-") and nxt != "--":
+            out.append(f"--ttl={nxt}")
+            i += 2
+        else:
+            out.append(word)
+            i += 1
+    return out
 
 
 def add_ttl(parser) -> None:
@@ -153,16 +184,17 @@ def _say_how(console: Console, entry: registry.KeptRun, why: str) -> None:
 # --- ssh, console, stop, ps ---------------------------------------------------------
 def _run_and_node(cache: Cache, words: list[str]) -> tuple[registry.KeptRun, str]:
     if len(words) > 2:
-        raise DevloopError(f"too many words before `--`: {' '.join(words)} (give [RUN] [NODE]; "
-                           "a command goes after `--`)", EXIT_BAD_INPUT)
+        raise DevloopError(f"too many words before `--`: {quote(' '.join(words))} (give [RUN] "
+                           "[NODE]; a command goes after `--`)", EXIT_BAD_INPUT)
     run_name = node = None
     if len(words) == 2:
         run_name, node = words
+        check_name(node, "NODE", error=DevloopError)
     elif words and NODE_NAME.match(words[0]):
         node = words[0]
     elif words:
         run_name = words[0]
-    entry = registry.resolve(cache, run_name)
+    entry = registry.resolve(cache, run_name)     # RUN checked there (a name or a directory)
     return entry, node or entry.nodes[0].name
 
 

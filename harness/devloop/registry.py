@@ -280,14 +280,20 @@ def discard(damaged: Damaged) -> None:
     damaged.path.unlink(missing_ok=True)
 
 
+RUN_WORD = "RUN (a kept run's id, a prefix of one, or its run directory)"
+
+
 def resolve(cache: Cache, name: str | None) -> KeptRun:
     """The kept run `name` names (a run id, a unique prefix of one, or its run
-    directory), or the newest one when `name` is None. One that names a
-    damaged entry is refused naming its file."""
+    directory), or the newest one when `name` is None. A name that is not a
+    directory must be a name (inputs.check_name); one that names a damaged
+    entry is refused naming its file."""
     kept, damaged = scan(cache)
     if name is not None:
         wanted = name.rstrip("/") or name
         real = os.path.realpath(wanted) if os.path.isdir(wanted) else ""
+        if not real:
+            check_name(wanted, RUN_WORD, error=DevloopError)
     if not kept and not damaged:
         raise DevloopError("no kept-up run on this machine (start one with `harness boot`, "
                            "or `harness run --keep-on-failure`)", EXIT_BAD_INPUT)

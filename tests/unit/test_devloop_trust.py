@@ -2,8 +2,10 @@
 processes: guest bytes reach the terminal without their escape sequences
 (`harness console`, `harness ps`), the registry and the sockets are private,
 `harness stop` signals only a run's own supervisor (a `sleep` named in an
-entry lives on), `harness ssh` uses only an ssh_config of the user's, and a
-damaged entry is named, not silently dropped."""
+entry lives on), `harness ssh` uses only an ssh_config of the user's, a
+damaged entry is named, not silently dropped, and names and values from the
+command line are checked (the table of whole command lines:
+tests/faults/test_bad_devloop.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -22,6 +24,7 @@ import pytest
 from harness.cache import Cache
 from harness.cli import main
 from harness.devloop import registry, supervisor, verify
+from harness.devloop.cli import check_values, joined_values
 from harness.errors import DevloopError
 from harness.results.safe import Stripper, strip_controls
 
@@ -347,3 +350,32 @@ def test_an_entry_not_a_file_of_the_users_is_damaged(tmp_path):
         os.chown(good, 65534, 65534)
         found = registry.load(good)
         assert isinstance(found, registry.Damaged) and "owned by uid 65534" in found.problem
+
+
+# --- names and values ---------------------------------------------------------------------
+@pytest.mark.parametrize("argv, word", [
+    (["ssh", "../no/such/dir", "node1"], "'../no/such/dir'"),
+    (["ssh", "r-1", "node;reboot"], "NODE"),
+    (["stop", "-x"], "-x"),
+    (["console", "a b"], "'a b'"),
+])
+def test_names_from_the_command_line_are_checked(tmp_path, capsys, argv, word):
+    registry.save(Cache(tmp_path / "cache"), entry("r-1", tmp_path))
+    code = main([argv[0], "--cache-dir", str(tmp_path / "cache"), "--", *argv[1:]]
+                if argv[0] != "ssh" else [*argv, "--cache-dir", str(tmp_path / "cache")])
+    assert code == 2
+    assert word in capsys.readouterr().out
+
+
+def test_ttl_and_lines_values_are_checked_even_unused():
+    assert joined_values(["boot", "--ttl", "-5m"]) == ["boot", "--ttl=-5m"]
+    assert joined_values(["run", "--ttl", "5m", "--", "--ttl", "-1"]) == [
+        "run", "--ttl", "5m", "--", "--ttl", "-1"]
+
+    class Args:
+        ttl, lines = "banana", 5
+    with pytest.raises(DevloopError, match="--ttl 'banana'"):
+        check_values(Args())
+    Args.ttl, Args.lines = "2h", -3
+    with pytest.raises(DevloopError, match="--lines -3"):
+        check_values(Args())
