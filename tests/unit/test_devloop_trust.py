@@ -266,6 +266,49 @@ def test_stop_ends_a_real_stand_in_supervisor(tmp_path, capsys):
         standin.kill()
 
 
+SUPERVISOR = """\
+import sys, time, types
+from pathlib import Path
+from harness.cache import Cache
+from harness.devloop import supervisor
+run_dir, cache, run_id = Path(sys.argv[2]), Cache(Path(sys.argv[3])), sys.argv[4]
+state = types.SimpleNamespace(
+    kernel=None, nodes=[], run_dir=run_dir, plan=types.SimpleNamespace(name="standin"),
+    source_time=0.0, source_dirty=(), result=types.SimpleNamespace(
+        run_id=run_id, kernel=types.SimpleNamespace(accel=None, accel_reason=None, commit=None)))
+supervisor.Supervisor(state, cache, "boot", time.time() + 120).serve()
+"""
+
+
+def test_stop_ends_the_real_supervisor_class_and_its_socket_goes(tmp_path, capsys):
+    """supervisor.Supervisor with no nodes, in a process whose command line
+    is `python .../harness boot ...`: its socket is private, `harness stop`
+    finds it its own and ends it, the socket and the entry go."""
+    cache = Cache(tmp_path / "cache")
+    script = tmp_path / "bin" / "harness"
+    script.parent.mkdir()
+    script.write_text(SUPERVISOR)
+    (tmp_path / "run").mkdir()
+    root = Path(__file__).resolve().parents[2]
+    keeper = subprocess.Popen([sys.executable, str(script), "boot", str(tmp_path / "run"),
+                               str(cache.root), "r-real"],
+                              env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        path = registry.entry_file(cache, "r-real")
+        wait_file(path)
+        kept = registry.resolve(cache, "r-real")
+        control = Path(kept.control)
+        assert kept.pid == keeper.pid and control.is_socket() and mode(control) == 0o600
+        assert mode(control.parent) == 0o700 and registry.in_socket_dir(cache, control)
+        assert verify.supervisor_problem(cache, kept) == ""
+        assert main(["stop", "--cache-dir", str(cache.root), "r-real"]) == 0
+        assert "stopped r-real" in capsys.readouterr().out
+        assert keeper.wait(timeout=20) == 0
+        assert not path.exists() and not control.exists()
+    finally:
+        keeper.kill()
+
+
 def test_the_supervisor_check_reads_the_command_line():
     python = sys.executable
     assert verify.is_harness_run([python, "-m", "harness", "boot", "plans/x.yaml"])
