@@ -2,6 +2,7 @@
 runs whose nodes stay up for a developer (supervisor.py keeps them)."""
 from __future__ import annotations
 
+import argparse
 import contextlib
 import datetime
 import functools
@@ -40,7 +41,7 @@ def parse_ttl(text: str) -> int:
     return int(float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]])
 
 
-def check_values(args) -> None:
+def check_values(args: argparse.Namespace) -> None:
     """The devloop options' values, checked whether or not the option they
     modify is given (`run --ttl banana` without --keep-on-failure is refused)."""
     if getattr(args, "ttl", None) is not None:

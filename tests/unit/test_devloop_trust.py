@@ -8,6 +8,7 @@ command line are checked (the table of whole command lines:
 tests/faults/test_bad_devloop.py)."""
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import shutil
@@ -414,11 +415,8 @@ def test_ttl_and_lines_values_are_checked_even_unused():
     assert joined_values(["boot", "--ttl", "-5m"]) == ["boot", "--ttl=-5m"]
     assert joined_values(["run", "--ttl", "5m", "--", "--ttl", "-1"]) == [
         "run", "--ttl", "5m", "--", "--ttl", "-1"]
-
-    class Args:
-        ttl, lines = "banana", 5
     with pytest.raises(DevloopError, match="--ttl 'banana'"):
-        check_values(Args())
-    Args.ttl, Args.lines = "2h", -3
+        check_values(argparse.Namespace(ttl="banana", lines=5))
     with pytest.raises(DevloopError, match="--lines -3"):
-        check_values(Args())
+        check_values(argparse.Namespace(ttl="2h", lines=-3))
+    check_values(argparse.Namespace(command="ps"))         # no --ttl, no --lines: nothing
