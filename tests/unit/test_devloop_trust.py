@@ -133,6 +133,24 @@ def test_the_registry_and_the_sockets_are_private(tmp_path):
     assert mode(cache.root) == 0o700
 
 
+def test_a_stale_entry_goes_with_its_socket_and_nothing_else(tmp_path):
+    cache = Cache(tmp_path / "cache")
+    control = registry.control_socket(cache)
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(control))              # closed: the file stays, as after a SIGKILL
+    outside = tmp_path / "other.sock"
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(outside))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for run_id, sock in (("r-1", control), ("r-2", outside)):
+        registry.save(cache, dataclasses.replace(entry(run_id, tmp_path, pid=dead.pid),
+                                                 pid_start="1", control=str(sock)))
+    assert registry.entries(cache) == []
+    assert not control.exists() and outside.exists()      # only its own socket directory
+    assert not list(registry.directory(cache).iterdir())
+
+
 def test_a_cache_too_deep_for_a_socket_address_has_its_sockets_elsewhere(tmp_path,
                                                                           monkeypatch):
     run = Path(tempfile.mkdtemp(prefix="hr-"))      # a short runtime directory
