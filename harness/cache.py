@@ -10,12 +10,13 @@ import json
 import os
 import re
 import shutil
+import stat
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from .errors import PlanError
+from .errors import EXIT_BAD_INPUT, EXIT_INFRA, HarnessError, PlanError, is_disk_full
 
 
 def default_root() -> Path:
@@ -24,6 +25,66 @@ def default_root() -> Path:
         return Path(env)
     xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(xdg) / "harness"
+
+
+def private_dir(path: Path, what: str, *, tighten: bool = True,
+                error: type[HarnessError] = PlanError) -> Path:
+    """`path` as a directory of this user's: created 0700 (its missing parents
+    as mkdir makes them); an existing one this user owns is tightened to 0700
+    (`tighten`; without it only a directory made here gets 0700); one owned
+    by someone else, or something that is not a directory, is refused with
+    `error` (exit 2) naming `what` (the option or role) and the path."""
+    path = Path(path)
+    made = False
+    try:
+        info = os.stat(path)            # the usual case: there already (one system call)
+    except FileNotFoundError:
+        _make_dir(path, what, error)
+        made = True
+        try:
+            info = os.stat(path)
+        except OSError as exc:          # a symbolic link to nowhere
+            raise error(f"{what} {path}: {exc.strerror} (a dangling symbolic link?)",
+                        EXIT_BAD_INPUT) from None
+    except NotADirectoryError:
+        raise error(f"{what} {path}: a file is in the way (a part of the path is not a "
+                    "directory)", EXIT_BAD_INPUT) from None
+    except OSError as exc:
+        raise error(f"{what} {path}: {exc.strerror}", EXIT_BAD_INPUT) from None
+    if not stat.S_ISDIR(info.st_mode):
+        raise error(f"{what} {path}: not a directory; give a directory", EXIT_BAD_INPUT)
+    if info.st_uid != os.geteuid():
+        raise error(f"{what} {path}: owned by uid {info.st_uid}, not by you (uid "
+                    f"{os.geteuid()}): refused (another user could change what the harness "
+                    "reads there); give a directory of your own", EXIT_BAD_INPUT)
+    if (made or tighten) and stat.S_IMODE(info.st_mode) != 0o700:
+        try:
+            os.chmod(path, 0o700)
+        except OSError as exc:
+            raise error(f"{what} {path}: cannot make it private (0700): {exc.strerror}",
+                        EXIT_BAD_INPUT) from None
+    return path
+
+
+def _make_dir(path: Path, what: str, error: type[HarnessError]) -> None:
+    """mkdir -p, the last one 0700; another process making it first is fine."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        if not path.parent.is_dir():
+            raise error(f"{what} {path}: {path.parent} is a file, not a directory",
+                        EXIT_BAD_INPUT) from None
+    except NotADirectoryError:
+        raise error(f"{what} {path}: a file is in the way (a part of the path is not a "
+                    "directory)", EXIT_BAD_INPUT) from None
+    except OSError as exc:
+        raise error(f"{what} {path}: cannot create it: {exc.strerror}",
+                    EXIT_INFRA if is_disk_full(exc) else EXIT_BAD_INPUT) from None
+
+
+# no cache, registry or socket in the kernel's own file systems
+_KERNEL_FS = (Path("/proc"), Path("/sys"))
 
 
 def digest(*parts: Any) -> str:
@@ -162,6 +223,13 @@ class Cache:
         what = ("--cache-dir" if root else
                 "$HARNESS_CACHE" if os.environ.get("HARNESS_CACHE") else "the cache directory")
         check_build_path(self.root, what)
+        real = Path(os.path.realpath(self.root))
+        for top in _KERNEL_FS:
+            if real.is_relative_to(top):
+                raise PlanError(f"{what} {self.root}: lies under {top} (the kernel's own "
+                                "file system): give a directory on a disk")
+        # the root only: its entries keep the modes they were made with
+        private_dir(self.root, what)
 
     def entry(self, kind: str, key: str) -> Path:
         return self.root / kind / key

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from . import plan as plan_mod
-from .errors import EXIT_BAD_INPUT, HarnessError
+from .errors import HarnessError
 from .inputs import check_run_path, not_option
 from .progress import make_console
 from .bisect import cli as bisect_cli
@@ -154,8 +154,13 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["ssh"] and "--" in argv:      # harness ssh [RUN] [NODE] -- CMD...
         cut = argv.index("--")
         argv, command = argv[:cut], argv[cut + 1:]
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(devloop_cli.joined_values(argv))
     console = make_console()
+    try:
+        devloop_cli.check_values(args)
+    except HarnessError as exc:
+        console.print(f"[bold red]error:[/] {printable(str(exc))}")
+        return exc.exit_code
     if args.command in ("ssh", "console", "stop", "ps"):
         try:
             if args.command == "ssh":
@@ -199,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "reload":
         from .devloop import reload
         return reload.reload_command(args, console)
-    from .cache import Cache
+    from .cache import Cache, private_dir
     from .runner import run
     try:
         plan = plan_mod.load(args.plan, args.overrides)
@@ -218,11 +223,11 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[bold red]error:[/] {printable(str(exc))}")
         return exc.exit_code
     try:
-        args.runs_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        console.print(f"[bold red]error:[/] --runs-dir {printable(str(args.runs_dir))}: "
-                      f"{exc.strerror}")
-        return EXIT_BAD_INPUT
+        # made 0700 when the harness makes it; one of another user's refused
+        private_dir(args.runs_dir, "--runs-dir", tighten=False)
+    except HarnessError as exc:
+        console.print(f"[bold red]error:[/] {printable(str(exc))}")
+        return exc.exit_code
     if args.command == "boot" or args.keep_on_failure:
         try:
             return devloop_cli.keep_run(plan, args, console,

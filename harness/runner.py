@@ -23,7 +23,7 @@ import yaml
 from rich.console import Console
 
 from . import image, kconfig, pipeline, series, source, suites
-from .cache import Cache
+from .cache import Cache, private_dir
 from .errors import EXIT_INFRA, HarnessError, PlanError, is_disk_full
 from .inputs import check_run_path, quote
 from .pipeline import Interrupted, Run, Stages
@@ -46,7 +46,9 @@ def new_run_dir(runs_dir: Path, plan: Plan) -> tuple[str, Path]:
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     run_id = f"{stamp}-{plan.name}-{secrets.token_hex(2)}"
     run_dir = runs_dir / run_id
-    run_dir.mkdir(parents=True)
+    # a runs directory made here is 0700 (one the user made keeps its mode)
+    private_dir(runs_dir, "--runs-dir", tighten=False)
+    run_dir.mkdir()
     return run_id, run_dir
 
 
@@ -71,6 +73,10 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
                            error=_write_error(exc, runs_dir))
         progress.say(f"error: {failed.error}")
         return failed
+    except HarnessError as exc:                 # a runs directory of another user's
+        progress.say(f"error: {exc}")
+        return RunResult(run_id="", plan=plan.name, started=started,
+                         exit_code=exc.exit_code, error=str(exc))
     result = RunResult(run_id=run_id, plan=plan.name, started=started)
     state = Run(plan, cache or Cache(), run_dir / "logs", result, Stages(result, progress),
                 progress, run_dir)

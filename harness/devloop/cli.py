@@ -2,12 +2,15 @@
 runs whose nodes stay up for a developer (supervisor.py keeps them)."""
 from __future__ import annotations
 
+import argparse
+import contextlib
 import datetime
 import functools
 import json
 import os
 import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -17,12 +20,13 @@ from rich.table import Table
 from .. import proc, runner
 from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, DevloopError, HarnessError
+from ..inputs import check_name, quote
 from ..pipeline import Run
 from ..results.crashes import Attribution, node_crashes
 from ..results.model import KeptRecord
-from ..results.safe import printable
+from ..results.safe import printable, strip_controls
 from ..results.verdict import decide
-from . import registry, supervisor
+from . import follow, registry, supervisor, verify
 
 DEFAULT_TTL = "2h"
 NODE_NAME = re.compile(r"^node\d+$")
@@ -30,11 +34,41 @@ NODE_NAME = re.compile(r"^node\d+$")
 
 def parse_ttl(text: str) -> int:
     """Seconds from "90", "90s", "30m", "2h"."""
-    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text or "")
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", text or "", re.ASCII)
     if not match or float(match[1]) <= 0:
-        raise DevloopError(f"--ttl {text!r}: give a lifetime such as 7200, 90s, 30m or 2h",
+        raise DevloopError(f"--ttl {quote(text)}: give a lifetime such as 7200, 90s, 30m or 2h",
                            EXIT_BAD_INPUT)
     return int(float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]])
+
+
+def check_values(args: argparse.Namespace) -> None:
+    """The devloop options' values, checked whether or not the option they
+    modify is given (`run --ttl banana` without --keep-on-failure is refused)."""
+    if getattr(args, "ttl", None) is not None:
+        parse_ttl(args.ttl)
+    if getattr(args, "lines", 0) < 0:
+        raise DevloopError(f"--lines {args.lines}: give a number of lines, 0 or more",
+                           EXIT_BAD_INPUT)
+
+
+def joined_values(argv: list[str]) -> list[str]:
+    """`--ttl -5m` as `--ttl=-5m`: argparse takes a value that starts with '-'
+    for an option ("expected one argument") and the value would go unnamed;
+    joined, parse_ttl names it."""
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        word = argv[i]
+        if word == "--":
+            return out + argv[i:]
+        nxt = argv[i + 1] if i + 1 < len(argv) else ""
+        if word == "--ttl" and nxt.startswith("-") and nxt != "--":
+            out.append(f"--ttl={nxt}")
+            i += 2
+        else:
+            out.append(word)
+            i += 1
+    return out
 
 
 def add_ttl(parser) -> None:
@@ -137,7 +171,7 @@ def _say_how(console: Console, entry: registry.KeptRun, why: str) -> None:
     console.print(f"[bold]{lead}[/] until {until} (--ttl; `harness stop` ends them sooner)")
     console.print(f"  run id: {entry.run_id}")
     for node in entry.nodes:
-        console.print(f"  {node.name}: ssh port {node.port}, fabric {node.l2_ip}")
+        console.print(f"  {node.name}: ssh port {node.port}, fabric {printable(node.l2_ip)}")
     console.print(f"  harness ssh {entry.run_id} {first}            a shell "
                   f"(-- CMD runs one command)")
     console.print(f"  harness console {entry.run_id} {first}        its serial console")
@@ -145,22 +179,23 @@ def _say_how(console: Console, entry: registry.KeptRun, why: str) -> None:
         console.print(f"  harness reload {entry.run_id}              after an edit: rebuild, "
                       "new modules in, suites again")
     console.print(f"  harness stop {entry.run_id}")
-    console.print(f"  ssh -F {entry.run_dir}/ssh_config {first}")
+    console.print(f"  ssh -F {printable(entry.run_dir)}/ssh_config {first}")
 
 
 # --- ssh, console, stop, ps ---------------------------------------------------------
 def _run_and_node(cache: Cache, words: list[str]) -> tuple[registry.KeptRun, str]:
     if len(words) > 2:
-        raise DevloopError(f"too many words before `--`: {' '.join(words)} (give [RUN] [NODE]; "
-                           "a command goes after `--`)", EXIT_BAD_INPUT)
+        raise DevloopError(f"too many words before `--`: {quote(' '.join(words))} (give [RUN] "
+                           "[NODE]; a command goes after `--`)", EXIT_BAD_INPUT)
     run_name = node = None
     if len(words) == 2:
         run_name, node = words
+        check_name(node, "NODE", error=DevloopError)
     elif words and NODE_NAME.match(words[0]):
         node = words[0]
     elif words:
         run_name = words[0]
-    entry = registry.resolve(cache, run_name)
+    entry = registry.resolve(cache, run_name)     # RUN checked there (a name or a directory)
     return entry, node or entry.nodes[0].name
 
 
@@ -171,10 +206,10 @@ def ssh_command(args, command: list[str], console: Console) -> int:
     if not node.host:
         raise DevloopError(f"{entry.run_id} {name} runs on a remote libvirt host: its SSH is "
                            "not reachable from here directly", EXIT_BAD_INPUT)
+    config = verify.ssh_config(entry)
     if shutil.which("ssh") is None:
         raise DevloopError("ssh: the OpenSSH client is not installed (apt-get install "
                            "openssh-client)", EXIT_INFRA)
-    config = Path(entry.run_dir) / "ssh_config"
     argv = ["ssh", "-F", str(config), name]
     if command:
         argv += ["--", " ".join(command)]   # as ssh does: the guest shell reads it
@@ -185,73 +220,58 @@ def ssh_command(args, command: list[str], console: Console) -> int:
 def console_command(args, console: Console) -> int:
     cache = Cache(args.cache_dir)
     entry, name = _run_and_node(cache, args.words)
-    path = Path(entry.node(name).console)
-    text = path.read_bytes() if path.exists() else b""
-    shown = text.splitlines(keepends=True)[-args.lines:] if args.lines else []
-    out = os.fdopen(os.dup(1), "wb")
-    out.write(b"".join(shown))
-    out.flush()
-    if args.no_follow:
-        return 0
-    offset = len(text)
-    try:
-        while registry.alive(entry):
-            path = Path(_fresh(cache, entry).node(name).console)
-            size = path.stat().st_size if path.exists() else 0
-            if size < offset:       # a reboot started a new console
-                offset = 0
-            if size > offset:
-                with open(path, "rb") as f:
-                    f.seek(offset)
-                    chunk = f.read()
-                offset += len(chunk)
-                out.write(chunk)
-                out.flush()
-            time.sleep(0.2)
-    except KeyboardInterrupt:
-        return 0
-    out.write(f"\n[harness: run {entry.run_id} stopped]\n".encode())
-    out.flush()
-    return 0
-
-
-def _fresh(cache: Cache, entry: registry.KeptRun) -> registry.KeptRun:
-    for now in registry.entries(cache, prune=False):
-        if now.run_id == entry.run_id:
-            return now
-    return entry
+    return follow.follow(cache, entry, name, args.lines, not args.no_follow)
 
 
 def stop_command(args, console: Console) -> int:
     cache = Cache(args.cache_dir)
-    targets = registry.entries(cache) if args.all else [registry.resolve(cache, args.run)]
+    if args.all:
+        targets, damaged = registry.scan(cache)
+        for bad in damaged:
+            registry.discard(bad)
+            console.print(f"removed the damaged entry {printable(str(bad.path))} "
+                          f"({printable(bad.problem)})")
+    else:
+        targets = [registry.resolve(cache, args.run)]
     code = 0
     for entry in targets:
         try:
-            supervisor.request(entry, "stop", timeout=10)
+            code = max(code, _stop(cache, entry, console))
         except HarnessError as exc:
-            console.print(f"[yellow]{printable(str(exc))}: sending SIGTERM[/]")
-            _signal(entry.pid, 15)
-        if not _gone(entry, 120):
-            console.print(f"[red]{entry.run_id}: still there after 120 s: SIGKILL[/] "
-                          "(its guests die with it)")
-            _signal(entry.pid, 9)
-            _gone(entry, 10)
-        left = [n.name for n in entry.nodes if registry.running(n.pid)]
-        if left:
-            console.print(f"[red]{entry.run_id}: QEMU of {', '.join(left)} still running[/]")
-            code = EXIT_INFRA
-        else:
-            console.print(f"stopped {entry.run_id} ({len(entry.nodes)} node(s), no QEMU left)")
-        registry.remove(cache, entry.run_id)
+            if not args.all:
+                raise
+            console.print(f"[bold red]error:[/] {printable(str(exc))}")
+            code = max(code, exc.exit_code)
     return code
 
 
-def _signal(pid: int, sig: int) -> None:
+def _stop(cache: Cache, entry: registry.KeptRun, console: Console) -> int:
+    verify.check_supervisor(cache, entry)     # the pid is the run's supervisor, or nothing
     try:
-        os.kill(pid, sig)
-    except ProcessLookupError:
-        pass
+        supervisor.request(entry, "stop", timeout=10)
+    except HarnessError as exc:
+        if exc.exit_code == EXIT_BAD_INPUT:   # another process holds the socket
+            raise
+        console.print(f"[yellow]{printable(str(exc))}: sending SIGTERM[/]")
+        _signal(entry, 15)
+    if not _gone(entry, 120):
+        console.print(f"[red]{entry.run_id}: still there after 120 s: SIGKILL[/] "
+                      "(its guests die with it)")
+        _signal(entry, 9)
+        _gone(entry, 10)
+    registry.remove(cache, entry.run_id)
+    left = [n.name for n in entry.nodes if registry.running(n.pid)]
+    if left:
+        console.print(f"[red]{entry.run_id}: QEMU of {', '.join(left)} still running[/]")
+        return EXIT_INFRA
+    console.print(f"stopped {entry.run_id} ({len(entry.nodes)} node(s), no QEMU left)")
+    return 0
+
+
+def _signal(entry: registry.KeptRun, sig: int) -> None:
+    if registry.alive(entry):                 # the same process (its start time)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(entry.pid, sig)
 
 
 def _gone(entry: registry.KeptRun, seconds: float) -> bool:
@@ -264,7 +284,7 @@ def _gone(entry: registry.KeptRun, seconds: float) -> bool:
 
 
 def ps_command(args, console: Console) -> int:
-    kept = registry.entries(Cache(args.cache_dir))
+    kept, damaged = registry.scan(Cache(args.cache_dir))
     rows = [{"run_id": e.run_id, "plan": e.plan, "why": e.why, "run_dir": e.run_dir,
              "tree": e.tree, "supervisor_pid": e.pid,
              "until": datetime.datetime.fromtimestamp(e.deadline).isoformat(timespec="seconds"),
@@ -274,10 +294,15 @@ def ps_command(args, console: Console) -> int:
                         "running": registry.running(n.pid)
                         if n.backend == "qemu" else True} for n in e.nodes]}
             for e in kept]
+    for bad in damaged:               # listed once: removed now
+        registry.discard(bad)
     if args.json:
         print(json.dumps(rows, indent=1))
+        for bad in damaged:
+            print(f"harness ps: removed the damaged entry {strip_controls(str(bad.path))} "
+                  f"({strip_controls(bad.problem)})", file=sys.stderr)
         return 0
-    if not rows:
+    if not rows and not damaged:
         console.print("no kept-up runs (harness boot starts one)")
         return 0
     table = Table("run", "plan", "nodes", "tree", "left", box=None)
@@ -285,7 +310,10 @@ def ps_command(args, console: Console) -> int:
         nodes = " ".join(f"{n['name']}:{n['ssh_port']}" + ("" if n["running"] else "(down)")
                          for n in row["nodes"])
         left = row["seconds_left"]
-        table.add_row(row["run_id"], row["plan"], nodes, printable(row["tree"]),
-                      f"{left // 3600}h{left % 3600 // 60:02d}m")
+        table.add_row(printable(row["run_id"]), printable(row["plan"]), printable(nodes),
+                      printable(row["tree"]), f"{left // 3600}h{left % 3600 // 60:02d}m")
+    for bad in damaged:
+        table.add_row(printable(bad.path.stem), "[red]damaged[/]",
+                      printable(f"{bad.path}: {bad.problem}"), "", "removed")
     console.print(table)
     return 0

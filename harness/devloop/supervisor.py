@@ -16,22 +16,20 @@ import contextlib
 import dataclasses
 import json
 import os
-import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Callable
 
 from .. import build
 from ..cache import Cache
-from ..errors import EXIT_INFRA, DevloopError
+from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, DevloopError
 from ..pipeline import Run
 from ..vm.node import Node
 from ..vm.qemu import QemuNode
-from . import registry
+from . import registry, verify
 from .registry import KeptNode, KeptRun
 
 Tell = Callable[..., None]      # tell(word, code, log=None)
@@ -150,10 +148,12 @@ class Supervisor:
     def __init__(self, state: Run, cache: Cache, why: str, deadline: float):
         self.state, self.cache = state, cache
         self.stopping = ""
-        self._sockdir = Path(tempfile.mkdtemp(prefix="harness-keep-"))
-        self.control = self._sockdir / "control"
+        # in the cache's socket directory (0700): `harness stop` checks that
+        # the pid it would signal holds this socket
+        self.control = registry.control_socket(cache)
         self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.server.bind(str(self.control))
+        os.chmod(self.control, 0o600)
         self.server.listen(4)
         kb = state.kernel.build if state.kernel else None
         now = time.time()
@@ -198,14 +198,16 @@ class Supervisor:
                     node.stop()
             registry.remove(self.cache, self.entry.run_id)
             self.server.close()
-            shutil.rmtree(self._sockdir, ignore_errors=True)
+            self.control.unlink(missing_ok=True)
             self._log("stopped")
 
     def _handle(self, conn: socket.socket) -> None:
         conn.settimeout(10)
         try:
-            request = json.loads(conn.makefile("r").readline() or "{}")
-            reply = self._answer(request)
+            line = conn.makefile("r").readline()
+            if not line:            # a connection that asks nothing (verify.py's check)
+                return
+            reply = self._answer(json.loads(line))
         except Exception as exc:                      # noqa: BLE001 - the client reads it
             reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
         with contextlib.suppress(OSError):
@@ -261,11 +263,17 @@ class Supervisor:
 
 
 def request(entry: KeptRun, op: str, timeout: float = 30, **args) -> dict:
-    """One request to a kept run's supervisor, its answer."""
+    """One request to a kept run's supervisor, its answer. The socket must be
+    the supervisor's: the pid that listens on it is the entry's."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
         conn.settimeout(timeout)
         try:
             conn.connect(entry.control)
+            pid = verify.peer_pid(conn)
+            if pid != entry.pid:
+                raise DevloopError(f"{entry.control}: the control socket of {entry.run_id} is "
+                                   f"held by pid {pid}, not by its supervisor (pid "
+                                   f"{entry.pid}): nothing sent", EXIT_BAD_INPUT)
             conn.sendall((json.dumps({"op": op, **args}) + "\n").encode())
             answer = conn.makefile("r").readline()
         except OSError as exc:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..cache import Cache
+from ..cache import Cache, private_dir
 from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError
 from ..results.safe import printable
 from . import config as config_mod
@@ -62,6 +62,11 @@ def nightly_command(args: argparse.Namespace, console: Console) -> int:
             console.print(printable(f"{job.id} {job.source} {job.plan} "
                                     + " ".join(job.overrides)), soft_wrap=True)
         return EXIT_PASS
+    try:
+        private_dir(args.runs_dir, "--runs-dir", tighten=False)    # 0700 when made here
+    except HarnessError as exc:
+        console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
+        return exc.exit_code
     stopped: list[str] = []
 
     def stop(signum, frame):

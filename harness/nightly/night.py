@@ -19,7 +19,7 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import proc
-from ..cache import Cache, write_atomic
+from ..cache import Cache, private_dir, write_atomic
 from ..errors import HarnessError
 from ..results import history
 from ..results.compare import compare
@@ -58,7 +58,7 @@ class Night:
 
     # --- the night -----------------------------------------------------------------
     def run(self) -> NightlyResult:
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.runs_dir, "--runs-dir", tighten=False)     # 0700 when made here
         (self.dir / "logs").mkdir(parents=True, exist_ok=True)
         matrix = expand(self.config)
         mine = shard(matrix, *self.shard_of, self.ledger.durations())

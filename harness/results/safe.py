@@ -17,9 +17,14 @@ output is a terminal or a pipe (a CI log is viewed in a terminal later):
 * the result is passed through rich's markup escape, so "[bold]" in a guest
   message is printed as written.
 
+`Stripper` does the same to a byte stream read in pieces (`harness console`
+following a console file): a UTF-8 character or an escape sequence split
+between two reads is decoded, or removed, whole.
+
 results.json keeps the raw text: only what is printed is cleaned."""
 from __future__ import annotations
 
+import codecs
 import re
 
 from rich.markup import escape
@@ -33,6 +38,10 @@ _CSI = r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"
 # unterminated OSC or CSI keeps a visible "␛" rather than vanishing silently
 _OTHER_ESC = r"\x1b[ -/]*[0-OQ-WYZ\\`a-~]"
 _SEQUENCE = re.compile(f"{_STRING}|{_CSI}|{_OTHER_ESC}")
+# the start of a sequence the text ends in the middle of (more may complete it)
+_PARTIAL = re.compile(r"(?:(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*\x1b?"
+                      r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*|\x1b[ -/]*)\Z")
+_INTRODUCER = re.compile(r"[\x1b\x90\x98\x9b\x9d\x9e\x9f]")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -56,3 +65,56 @@ def printable(text: str) -> str:
     """`text` ready for rich's console.print: no escape sequence, no control
     character but newline and tab, markup escaped."""
     return escape(strip_controls(text))
+
+
+class Stripper:
+    """strip_controls for a stream of bytes: `feed` returns what can be
+    printed of the bytes so far, holding back an incomplete UTF-8 character,
+    an escape sequence not yet ended (at most `hold` characters of it: a
+    longer one is printed as text, its ESC made visible) and a trailing CR
+    (it may be a CR LF); `flush` prints what is held back of a sequence that
+    stays unfinished (a reader that saw no new bytes for a while), `end` the
+    rest at the end of the stream."""
+
+    def __init__(self, hold: int = 512):
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._carry = ""
+        self._hold = hold
+
+    @property
+    def holding(self) -> bool:
+        return bool(self._carry)
+
+    def feed(self, data: bytes) -> str:
+        text = self._carry + self._decoder.decode(data)
+        cut = _cut(text)
+        if len(text) - cut > self._hold:
+            cut = len(text)
+        self._carry = text[cut:]
+        return strip_controls(text[:cut])
+
+    def flush(self) -> str:
+        text, self._carry = self._carry, ""
+        return strip_controls(text)
+
+    def end(self) -> str:
+        return self.flush() + strip_controls(self._decoder.decode(b"", final=True))
+
+
+def _cut(text: str) -> int:
+    """Where the part of `text` that more text cannot change ends: before an
+    escape sequence that has begun and not ended, or a final CR."""
+    pos = 0
+    while True:
+        found = _INTRODUCER.search(text, pos)
+        if found is None:
+            break
+        start = found.start()
+        whole = _SEQUENCE.match(text, start)
+        if whole:
+            pos = whole.end()
+        elif _PARTIAL.match(text, start):
+            return start
+        else:
+            pos = start + 1
+    return len(text) - 1 if text.endswith("\r") else len(text)

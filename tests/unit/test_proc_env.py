@@ -141,6 +141,8 @@ def test_harness_ssh_execs_ssh_without_the_secrets(shell, tmp_path):
     (bindir / "ssh").chmod(0o755)
     run_dir = tmp_path / "run"
     run_dir.mkdir()
+    (run_dir / "ssh_config").write_text("Host node1\n  HostName 127.0.0.1\n")
+    (run_dir / "ssh_config").chmod(0o600)     # the run's own, as harness ssh requires
     cache = Cache(tmp_path / "cache")
     pid = os.getpid()
     node = registry.KeptNode("node1", "127.0.0.1", 2222, "/k", "ssh-ed25519 AAAA", "/c")
