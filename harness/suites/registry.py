@@ -35,9 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import EXIT_BAD_INPUT, SuiteError
+from ..inputs import load_yaml
 from ..vm import ExtraDevices
 
 SUITES_DIR = Path(__file__).resolve().parent
@@ -169,11 +168,9 @@ def parse(path: Path) -> SuiteSpec:
     and the key when something is missing or malformed."""
     where = str(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        data = load_yaml(path, SPEC_FILE, error=SuiteError)
     except OSError as exc:
         raise _problem(where, f"cannot read it ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
-        raise _problem(where, f"not valid YAML: {exc}") from exc
     data = _mapping(where, data, _KEYS)
     expected = path.parent.name.replace("_", "-")
     name = data.get("name")

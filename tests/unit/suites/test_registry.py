@@ -117,7 +117,7 @@ def test_not_yaml_and_a_pytest_file_of_two_suites_are_named(tmp_path):
                                          "file of suite one"):
         registry.discover(tmp_path)
     (tmp_path / "two" / "suite.yaml").write_text("name: [two\n")
-    with pytest.raises(SuiteError, match="two/suite.yaml: not valid YAML"):
+    with pytest.raises(SuiteError, match="two/suite.yaml:2: malformed YAML"):
         registry.discover(tmp_path)
 
 
