@@ -144,9 +144,10 @@ def classify(conn: sqlite3.Connection) -> Found:
         with contextlib.suppress(sqlite3.OperationalError):      # a meta of other columns
             row = conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
             value = row[0] if row else None
-    if value is None:
-        if ours:        # the harness's tables without a version: older than any
-            return Found(OLDER, 0)
+    if value is None and ours:      # the harness's tables without a version: older than any
+        return Found(OLDER, 0)
+    if value is None or not set(TABLES[1:]) & set(names):
+        # no version, or a meta table and none of the others: someone else's file
         shown = ", ".join(quote(n, 40) for n in names[:5])
         more = f" and {len(names) - 5} more" if len(names) > 5 else ""
         return Found(FOREIGN, detail=shown + more)

@@ -108,6 +108,20 @@ def test_a_foreign_sqlite_file_is_refused_and_left_byte_for_byte(tmp_path, capsy
     assert state(tmp_path) == before
 
 
+def test_a_foreign_file_with_a_schema_row_of_its_own_is_still_foreign(tmp_path):
+    theirs = foreign(tmp_path / "app.sqlite")
+    conn = sqlite3.connect(theirs)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    conn.execute("INSERT INTO meta VALUES ('schema', '5')")
+    conn.commit()
+    conn.close()
+    before = state(tmp_path)
+    assert history_db.inspect(theirs).kind == history_db.FOREIGN
+    runs = runs_dir(tmp_path / "x", variant("a", "2026-12-01T01:00:00"))
+    refused(lambda: history.rebuild(theirs, runs), "not a harness history", "'meta', 'notes'")
+    assert {k: v for k, v in state(tmp_path).items() if not k.startswith("x/")} == before
+
+
 def test_a_missing_database_is_said_and_never_made(tmp_path, capsys):
     runs = runs_dir(tmp_path, variant("a", "2026-12-01T01:00:00"),
                     variant("b", "2026-12-01T02:00:00", "fail"))
