@@ -19,7 +19,7 @@ from .devloop import cli as devloop_cli
 from .export import cli as export_cli
 from .nightly import cli as nightly_cli
 from .report import cli as report_cli
-from .results import compare_cli, history_cli
+from .results import compare_cli, history_cli, history_db
 from .results.safe import printable
 
 
@@ -217,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.bisect:
             import dataclasses
             plan = dataclasses.replace(plan, bisect=True)
+        if args.history is not None:    # the run adds itself to it: never to another file
+            history_db.writable(args.history)
         cache = Cache(args.cache_dir)
         check_run_path(args.runs_dir)
     except HarnessError as exc:

@@ -293,6 +293,9 @@ def _index(state: Run, db: Path) -> None:
     """The history is an index of the run directories: a run it cannot take
     is still a complete run (`harness history rebuild` adds it later)."""
     try:
-        history.record(db, state.result, state.run_dir)
+        note = history.record(db, state.result, state.run_dir)
     except (HarnessError, sqlite3.Error, OSError) as exc:
         state.progress.say(f"history not updated: {exc}")
+        return
+    if note:                    # an index of an older schema version, migrated
+        state.progress.say(note)

@@ -100,7 +100,9 @@ def after_run(plan: Plan, result: RunResult, runs_dir: Path, cache: Cache,
     write_json(result, run_dir / "results.json")
     write_junit(result, run_dir / "junit.xml")
     try:
-        history.record(history_db or history.default_path(runs_dir), result, run_dir)
+        note = history.record(history_db or history.default_path(runs_dir), result, run_dir)
+        if note:
+            console.print(printable(note), soft_wrap=True)
     except HarnessError as exc:
         console.print(f"history not updated: {printable(str(exc))}")
     write_report(run_dir, result, history_db or history.default_path(runs_dir),

@@ -72,6 +72,9 @@ def bisect_command(args: argparse.Namespace, console: Console) -> int:
                                 cache, console)
     except KeyboardInterrupt:
         return EXIT_INFRA
+    except HarnessError as exc:         # a damaged bisect.json, among others
+        console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
+        return exc.exit_code
     if report.get("bad_input"):
         return EXIT_BAD_INPUT
     return EXIT_PASS if report.get("first_bad") else EXIT_FAIL

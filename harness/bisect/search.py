@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 GOOD, BAD, SKIP = "good", "bad", "skip"
+VERDICTS = (GOOD, BAD, SKIP)
 
 
 @dataclass

@@ -14,13 +14,18 @@ from pathlib import Path
 from rich.console import Console
 
 from ..cache import Cache, digest, write_atomic
+from ..errors import EXIT_BAD_INPUT, PlanError
+from ..inputs import load_json, quote
 from ..plan import Plan
+from ..results.codec import from_plain
 from ..results.model import RunResult
 from ..results.safe import printable
 from . import search
 from .steps import Target, make_oracle, perf_reference
 
 STATE = "bisect.json"
+# bytes of a bisect.json: a step is a few hundred, a range of 10,000 commits ~1 MiB
+STATE_LIMIT = 16 << 20
 
 
 def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
@@ -37,7 +42,7 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
     workdir = runs_dir / f"bisect-{key}"
     workdir.mkdir(parents=True, exist_ok=True)
     state_file = workdir / STATE
-    state = _load_state(state_file, rng.labels)
+    state = load_state(state_file, rng.labels)
     if seed is not None and not state.steps:
         state.steps.append(seed)
     elif state.steps:
@@ -83,12 +88,35 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
     return report
 
 
-def _load_state(path: Path, labels: list[str]) -> search.State:
-    if path.is_file():
-        data = json.loads(path.read_text())
-        if data.get("range") == labels:
-            return search.State(labels, [search.Step(**s) for s in data.get("steps", [])])
-    return search.State(labels)
+def load_state(path: Path, labels: list[str]) -> search.State:
+    """The steps a bisect of this range saved in `path` (none yet, or saved
+    for another range: a new bisect). A damaged file, or steps of another
+    shape, are refused (exit 2) naming the file: removing it starts again."""
+    if not path.exists():
+        return search.State(labels)
+    again = f"remove it to start this bisect again (the steps' runs stay in {path.parent})"
+
+    def damaged(why: str) -> PlanError:
+        return PlanError(f"{path}: bisect state is damaged ({why}) ({again})", EXIT_BAD_INPUT)
+    data = load_json(path, "bisect state", limit=STATE_LIMIT, rebuild=again)
+    if not isinstance(data, dict):
+        raise damaged(f"an object expected, got {type(data).__name__}")
+    if data.get("range") != labels:
+        return search.State(labels)
+    steps = data.get("steps", [])
+    if not isinstance(steps, list):
+        raise damaged(f"steps: a list expected, got {type(steps).__name__}")
+    state = search.State(labels)
+    for i, item in enumerate(steps):
+        try:
+            step = from_plain(search.Step, item)
+        except (TypeError, ValueError) as exc:
+            raise damaged(f"steps[{i}]: {quote(str(exc))[1:-1]}") from None
+        if not 0 <= step.index < len(labels) or step.verdict not in search.VERDICTS:
+            raise damaged(f"steps[{i}]: index {step.index} of {len(labels)} commits, verdict "
+                          f"{quote(step.verdict, 40)}")
+        state.steps.append(step)
+    return state
 
 
 def _report(state: search.State, outcome: search.Outcome | None, rng, target: Target,

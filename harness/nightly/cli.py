@@ -50,6 +50,8 @@ def nightly_command(args: argparse.Namespace, console: Console) -> int:
         if args.jobs < 1:
             raise HarnessError("--jobs: at least 1", 2)
         cache = Cache(args.cache_dir)
+        # a damaged ledger stops the night here, before any job
+        ledger = Ledger.load(Ledger.path(args.runs_dir, config.name))
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code
@@ -57,7 +59,7 @@ def nightly_command(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[yellow]warning:[/] --jobs {args.jobs} on {os.cpu_count()} cores: "
                       "TCG guests will be slow and timeouts may fire")
     if args.list:
-        durations = Ledger.load(Ledger.path(args.runs_dir, config.name)).durations()
+        durations = ledger.durations()
         for job in shard(expand(config), index, count, durations):
             console.print(printable(f"{job.id} {job.source} {job.plan} "
                                     + " ".join(job.overrides)), soft_wrap=True)

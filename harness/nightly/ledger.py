@@ -9,9 +9,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..cache import write_atomic
+from ..errors import EXIT_BAD_INPUT, PlanError
+from ..inputs import JSON_LIMIT, load_json, quote
 from ..results.codec import from_plain, to_plain
+
+# bytes: ~150 an entry, one a job a night
+LIMIT = JSON_LIMIT
+# what a damaged ledger's message says to do: it is a memory of what ran, no more
+REMOVE = ("remove it and the next `harness nightly` starts a new one, running every job's "
+          "head once more")
 
 
 @dataclass(frozen=True)
@@ -33,11 +42,16 @@ class Ledger:
 
     @classmethod
     def load(cls, path: Path) -> Ledger:
-        if not path.is_file():
+        """The ledger at `path` (an empty one before the first night). A
+        damaged file, or one of another shape, is refused (exit 2) naming it
+        and what to do."""
+        if not path.exists():
             return cls()
-        data = json.loads(path.read_text())
-        return cls({job: [from_plain(Entry, e) for e in entries]
-                    for job, entries in data.get("jobs", {}).items()})
+        data = load_json(path, "nightly ledger", limit=LIMIT, rebuild=REMOVE)
+        jobs = data.get("jobs", {}) if isinstance(data, dict) else None
+        if not isinstance(jobs, dict):
+            raise _damaged(path, 'not {"jobs": {JOB: [ENTRY, ...]}}')
+        return cls({job: _entries(path, job, entries) for job, entries in jobs.items()})
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -66,3 +80,21 @@ class Ledger:
             seen = {e.run_id for e in mine}
             mine.extend(e for e in entries if e.run_id not in seen)
             mine.sort(key=lambda e: (e.night, e.run_id))
+
+
+def _damaged(path: Path, why: str) -> PlanError:
+    return PlanError(f"{path}: nightly ledger is damaged ({why}) ({REMOVE})", EXIT_BAD_INPUT)
+
+
+def _entries(path: Path, job: str, entries: Any) -> list[Entry]:
+    if not isinstance(entries, list):
+        raise _damaged(path, f"jobs.{quote(job, 60)}: a list of entries, got "
+                             f"{type(entries).__name__}")
+    out = []
+    for i, entry in enumerate(entries):
+        try:
+            out.append(from_plain(Entry, entry))
+        except (TypeError, ValueError) as exc:
+            raise _damaged(path, f"jobs.{quote(job, 60)}[{i}]: {quote(str(exc))[1:-1]}") \
+                from None
+    return out

@@ -6,10 +6,11 @@ of results/ (the same rules as results.json); `harness report --nightly DIR`
 and `harness report --merge DIR...` read it back with `NightlyResult.load`."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import EXIT_BAD_INPUT, PlanError
+from ..inputs import JSON_LIMIT, load_json, quote
 from ..results.codec import from_plain, to_plain
 from ..results.compare import CrashChange, RowChange
 
@@ -17,6 +18,11 @@ from ..results.compare import CrashChange, RowChange
 RAN, SKIPPED, FAILED_TO_RUN = "ran", "skipped", "error"
 # how a job's night reads, most urgent first (the summary's order)
 KINDS = ("regression", "error", "fixed", "flaky", "new", "unchanged", "skipped")
+# bytes of a nightly.json (a night of many regressions lists their rows)
+LIMIT = JSON_LIMIT
+# what a damaged nightly.json's message says to do
+REWRITE = ("a copy of every night is kept in nightly/NAME/nights/ beside it; `harness "
+           "nightly` writes it again, `harness report --merge` for a merged night")
 
 
 @dataclass(frozen=True)
@@ -72,7 +78,19 @@ class NightlyResult:
 
     @classmethod
     def load(cls, path: Path) -> NightlyResult:
-        data = json.loads(Path(path).read_text())
-        if not isinstance(data, dict) or "jobs" not in data:
-            raise ValueError(f"{path}: not a nightly.json (no jobs)")
-        return from_plain(cls, data)
+        """A nightly.json back into these types; a missing, damaged or
+        wrong-shaped file is refused (PlanError, exit 2) naming it."""
+        data = load_json(Path(path), "nightly.json", limit=LIMIT, rebuild=REWRITE)
+        if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+            raise PlanError(f"{path}: not a nightly.json (no list of jobs) ({REWRITE})",
+                            EXIT_BAD_INPUT)
+        odd = next((i for i, j in enumerate(data["jobs"])
+                    if not isinstance(j, dict) or not isinstance(j.get("job"), dict)), None)
+        if odd is not None:         # the codec would drop it: the night would lose a job
+            raise PlanError(f"{path}: nightly.json is damaged (jobs[{odd}] is not a job's "
+                            f"night) ({REWRITE})", EXIT_BAD_INPUT)
+        try:
+            return from_plain(cls, data)
+        except (TypeError, ValueError) as exc:
+            raise PlanError(f"{path}: nightly.json is damaged ({quote(str(exc))[1:-1]}) "
+                            f"({REWRITE})", EXIT_BAD_INPUT) from None

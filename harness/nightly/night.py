@@ -160,8 +160,12 @@ class Night:
         except (OSError, ValueError) as exc:
             night.kind, night.message = "new", f"no baseline to compare with: {exc}"
             return
-        flaky = history.flaky_rows(history.default_path(self.runs_dir)) \
-            if history.default_path(self.runs_dir).is_file() else set()
+        try:
+            flaky = history.flaky_rows(history.default_path(self.runs_dir))
+        except HarnessError as exc:         # the runs say it too: "history not updated"
+            self.console.print(printable(f"  no flaky rows from the history: {exc}"),
+                               soft_wrap=True)
+            flaky = set()
         diff = compare(current, before, flaky=flaky)
         night.new_failures, night.fixed, night.flaky = diff.new_failures, diff.fixed, diff.flaky
         night.new_crashes, night.reasons = diff.new_crashes, diff.reasons

@@ -12,7 +12,7 @@ from rich.console import Console
 from ..cache import write_atomic
 from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
 from ..nightly.model import NightlyResult
-from ..results import history
+from ..results import history, history_db
 from ..results.model import load_run
 from ..results.safe import printable
 
@@ -58,10 +58,7 @@ def _load_night(directory: Path) -> NightlyResult:
     path = directory / NIGHTLY_FILE
     if not path.is_file():
         raise PlanError(f"--nightly {directory}: no {NIGHTLY_FILE} in it")
-    try:
-        return NightlyResult.load(path)
-    except (OSError, ValueError, TypeError) as exc:
-        raise PlanError(f"{path}: not readable as a {NIGHTLY_FILE} ({exc})") from None
+    return NightlyResult.load(path)         # damaged: PlanError naming it
 
 
 def _history(args: argparse.Namespace, runs_dir: Path) -> Path | None:
@@ -70,9 +67,9 @@ def _history(args: argparse.Namespace, runs_dir: Path) -> Path | None:
     if args.history is not None:
         if not args.history.is_file():
             raise PlanError(f"--history {args.history}: no such file")
-        return args.history
+        return history_db.readable(args.history)
     default = history.default_path(runs_dir)
-    return default if default.is_file() else None
+    return history_db.readable(default) if default.is_file() else None
 
 
 def _output(args: argparse.Namespace, default: Path) -> Path | None:

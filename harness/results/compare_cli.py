@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import EXIT_FAIL, EXIT_PASS, HarnessError, PlanError
-from . import history
+from . import history, history_db
 from .baseline import DEFAULT_THRESHOLD_PERCENT
 from .codec import to_plain
 from .compare import Comparison, RowChange, compare
@@ -95,6 +95,10 @@ def _candidates(runs_dir: Path, db: Path) -> list[_Candidate]:
 
 
 def _select(args: argparse.Namespace):
+    if args.history is not None:        # read only: a foreign or damaged file is refused
+        if not args.history.is_file():
+            raise PlanError(f"--history {args.history}: no such file")
+        history_db.readable(args.history)
     runs_dir = args.runs_dir
     if runs_dir is None:
         given = Path(args.run) if args.run else None
@@ -133,8 +137,6 @@ def _select(args: argparse.Namespace):
     if base_dir.resolve() == current_dir.resolve() or base.run_id == current.run_id:
         raise PlanError(f"run {current.run_id} compared with itself (give another "
                         "--against)")
-    if args.history is not None and not args.history.is_file():
-        raise PlanError(f"--history {args.history}: no such file")
     if args.threshold < 0:
         raise PlanError(f"--threshold {args.threshold:g}: must be 0 or more")
     flaky = history.flaky_rows(args.history or runs_dir / history.DEFAULT_NAME)

@@ -8,46 +8,29 @@ on one kernel build (the tree's commit at the top of the series, and the
 a pass in the pass rate.
 
 The run directories stay the truth; the database is an index that can always
-be thrown away and rebuilt."""
+be thrown away and rebuilt. The file itself (read-only readers, the schema
+version, WAL for the writers, a foreign or damaged file refused) is
+history_db.py's."""
 from __future__ import annotations
 
-import contextlib
 import datetime
 import fnmatch
 import json
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..errors import HarnessError
+# the file's names, also history.DEFAULT_NAME, .SCHEMA_VERSION and .HistoryError
+from .history_db import (DEFAULT_NAME, SCHEMA_VERSION, HistoryError, reader, reset,
+                         transaction, writer)
 from .model import RunResult, read_runs
 
-DEFAULT_NAME = "history.sqlite"
-SCHEMA_VERSION = 1
 EXECUTED = ("pass", "fail", "error", "xpass", "xfail", "flaky")
 FAILED = ("fail", "error")
 
 RowKey = tuple[str, str, str, str]      # suite, name, provider, node
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS runs (
-    run_id TEXT PRIMARY KEY, plan TEXT, origin TEXT, base_commit TEXT, top_commit TEXT,
-    patches TEXT, config_hash TEXT, build TEXT, release TEXT, accel TEXT, verdict TEXT,
-    exit_code INTEGER, started TEXT, seconds REAL, run_dir TEXT);
-CREATE TABLE IF NOT EXISTS rows (
-    run_id TEXT, suite TEXT, name TEXT, provider TEXT, node TEXT, status TEXT,
-    seconds REAL, metrics TEXT);
-CREATE INDEX IF NOT EXISTS rows_by_key ON rows (suite, name, provider, node);
-CREATE INDEX IF NOT EXISTS rows_by_run ON rows (run_id);
-CREATE TABLE IF NOT EXISTS crashes (
-    run_id TEXT, node TEXT, kind TEXT, title TEXT, signature TEXT, test TEXT, waived TEXT);
-CREATE TABLE IF NOT EXISTS warnings (run_id TEXT, kind TEXT, test TEXT, message TEXT);
-"""
-
-
-class HistoryError(HarnessError):
-    stage = "history"
 
 
 @dataclass(frozen=True)
@@ -65,26 +48,6 @@ class TestHistory:
 
 def default_path(runs_dir: Path) -> Path:
     return Path(runs_dir) / DEFAULT_NAME
-
-
-@contextlib.contextmanager
-def connect(db: Path, create: bool = True):
-    if not create and not Path(db).is_file():
-        raise HistoryError(f"{db}: no history database (run `harness history rebuild "
-                           "--runs-dir DIR` to make one from the run directories)", 2)
-    conn = None
-    try:
-        conn = sqlite3.connect(db, timeout=30)
-        with conn:
-            conn.executescript(_SCHEMA)
-            conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema', ?)",
-                         (str(SCHEMA_VERSION),))
-        yield conn
-    except sqlite3.Error as exc:
-        raise HistoryError(f"{db}: {exc}") from exc
-    finally:
-        if conn is not None:
-            conn.close()
 
 
 def _seconds(run: RunResult) -> float | None:
@@ -129,38 +92,57 @@ def index_run(conn: sqlite3.Connection, run: RunResult, run_dir: Path | None) ->
         (run.run_id, w.kind, w.test, w.message) for w in run.warnings])
 
 
-def record(db: Path, run: RunResult, run_dir: Path) -> None:
-    """Index a finished run (the end of every `harness run`)."""
-    with connect(db) as conn, conn:
-        index_run(conn, run, run_dir)
+def reindex(conn: sqlite3.Connection, runs_dir: Path) -> tuple[int, list[str]]:
+    """Index every run directory under runs_dir, in the caller's transaction:
+    (runs indexed, the run directories that could not be read, with why)."""
+    count, skipped = 0, []
+    for run_dir, run in read_runs(runs_dir):
+        if isinstance(run, RunResult):
+            index_run(conn, run, run_dir)
+            count += 1
+        else:
+            skipped.append(f"{run_dir.name}: {run}")
+    return count, skipped
+
+
+def _migrate(runs_dir: Path) -> Callable[[sqlite3.Connection], str]:
+    def migrate(conn: sqlite3.Connection) -> str:
+        count, skipped = reindex(conn, runs_dir)
+        unread = f" ({len(skipped)} unreadable, left out)" if skipped else ""
+        return f"re-indexed {count} run(s) from {runs_dir}{unread}"
+    return migrate
+
+
+def record(db: Path, run: RunResult, run_dir: Path) -> str:
+    """Index a finished run (the end of every `harness run`). An index of an
+    older schema version is migrated first (re-indexed from the runs
+    directory, run_dir's parent): the note says so ("" otherwise)."""
+    runs_dir = Path(run_dir).parent
+    with writer(db, _migrate(runs_dir)) as opened:
+        with transaction(opened.conn) as conn:
+            index_run(conn, run, run_dir)
+    return opened.note
 
 
 def rebuild(db: Path, runs_dir: Path) -> tuple[int, list[str]]:
-    """A fresh index of every run directory under runs_dir: (runs indexed,
-    the run directories that could not be read, with why)."""
+    """The index made again from every run directory under runs_dir, in one
+    transaction (readers see the old one until it is done): (runs indexed,
+    the run directories that could not be read, with why). A file that is
+    not an index (foreign, damaged) is refused, never overwritten; an index
+    of any schema version is replaced."""
     if not Path(runs_dir).is_dir():
         raise HistoryError(f"--runs-dir {runs_dir}: no such directory", 2)
-    fresh = Path(db).with_name(Path(db).name + ".new")
-    fresh.unlink(missing_ok=True)
-    count, skipped = 0, []
-    with connect(fresh) as conn, conn:          # one transaction for them all
-        for run_dir, run in read_runs(runs_dir):
-            if isinstance(run, RunResult):
-                index_run(conn, run, run_dir)
-                count += 1
-            else:
-                skipped.append(f"{run_dir.name}: {run}")
-    fresh.replace(db)
-    return count, skipped
+    with writer(db, replace=True) as opened:
+        with transaction(opened.conn) as conn:
+            reset(conn)
+            return reindex(conn, runs_dir)
 
 
 def run_index(db: Path) -> dict[str, tuple[str, str | None, tuple[str, str]]]:
     """run id -> (plan, tree origin, run order) of every indexed run, without
     reading a results.json; empty without a readable database."""
-    if not Path(db).is_file():
-        return {}
     try:
-        with connect(db, create=False) as conn:
+        with reader(db, missing_ok=True) as conn:
             found = conn.execute("SELECT run_id, plan, origin, started FROM runs").fetchall()
     except (HarnessError, sqlite3.Error):
         return {}
@@ -171,23 +153,26 @@ def run_index(db: Path) -> dict[str, tuple[str, str | None, tuple[str, str]]]:
 def flaky_rows(db: Path) -> set[RowKey]:
     """Rows that both passed and failed on one kernel build, or were flaky
     in a run (status `flaky`); empty without a history database."""
-    if not Path(db).is_file():
-        return set()
-    with connect(db) as conn:
-        found = conn.execute(
-            "SELECT r.suite, r.name, r.provider, r.node FROM rows r "
-            "JOIN runs USING (run_id) WHERE runs.build != '' "
-            "GROUP BY r.suite, r.name, r.provider, r.node, runs.build "
-            "HAVING SUM(r.status = 'pass') > 0 AND SUM(r.status IN ('fail', 'error')) > 0 "
-            "UNION SELECT suite, name, provider, node FROM rows WHERE status = 'flaky'")
-        return {tuple(row) for row in found}
+    with reader(db, missing_ok=True) as conn:
+        return _flaky(conn)
+
+
+def _flaky(conn: sqlite3.Connection) -> set[RowKey]:
+    found = conn.execute(
+        "SELECT r.suite, r.name, r.provider, r.node FROM rows r "
+        "JOIN runs USING (run_id) WHERE runs.build != '' "
+        "GROUP BY r.suite, r.name, r.provider, r.node, runs.build "
+        "HAVING SUM(r.status = 'pass') > 0 AND SUM(r.status IN ('fail', 'error')) > 0 "
+        "UNION SELECT suite, name, provider, node FROM rows WHERE status = 'flaky'")
+    return {tuple(row) for row in found}
 
 
 def tests(db: Path, plan: str | None = None, test: str | None = None,
           last: int = 10) -> list[TestHistory]:
     """Per test (row key), its `last` statuses newest first, pass rate and
-    streak; `test` is a glob on the row name (or on "suite name")."""
-    with connect(db, create=False) as conn:
+    streak; `test` is a glob on the row name (or on "suite name"). A missing
+    database is a HistoryError (exit 2) saying how to make it."""
+    with reader(db) as conn:
         query = ("SELECT r.suite, r.name, r.provider, r.node, r.status, r.run_id "
                  "FROM rows r JOIN runs USING (run_id)")
         args: tuple = ()
@@ -202,7 +187,7 @@ def tests(db: Path, plan: str | None = None, test: str | None = None,
             seen = grouped.setdefault((suite, name, provider, node), [])
             if len(seen) < last:
                 seen.append((status, run_id))
-    flaky = flaky_rows(db)
+        flaky = _flaky(conn)
     return [_summary(key, seen, key in flaky) for key, seen in sorted(grouped.items())]
 
 
@@ -236,9 +221,7 @@ class IndexedRun:
 
 def indexed_runs(db: Path, plan: str | None = None) -> list[IndexedRun]:
     """Every indexed run (of `plan`), oldest first; empty without a database."""
-    if not Path(db).is_file():
-        return []
-    with connect(db, create=False) as conn:
+    with reader(db, missing_ok=True) as conn:
         query, args = "SELECT run_id, plan, started, verdict FROM runs", ()
         if plan is not None:
             query, args = query + " WHERE plan = ?", (plan,)
@@ -250,10 +233,10 @@ def indexed_runs(db: Path, plan: str | None = None) -> list[IndexedRun]:
 def suite_counts(db: Path, run_ids: list[str]) -> dict[str, dict[str, dict[str, int]]]:
     """run id -> suite -> status -> rows, for the given runs."""
     out: dict[str, dict[str, dict[str, int]]] = {}
-    if not run_ids or not Path(db).is_file():
+    if not run_ids:
         return out
     marks = ",".join("?" * len(run_ids))
-    with connect(db, create=False) as conn:
+    with reader(db, missing_ok=True) as conn:
         for run_id, suite, status, count in conn.execute(
                 f"SELECT run_id, suite, status, COUNT(*) FROM rows WHERE run_id IN ({marks}) "
                 "GROUP BY run_id, suite, status", run_ids):
@@ -267,7 +250,7 @@ def row_metrics(db: Path, run_ids: list[str],
     the given runs (of `suite` only, if given); a value that is not a number
     is dropped."""
     out: dict[str, dict[tuple[str, str], dict[str, float]]] = {}
-    if not run_ids or not Path(db).is_file():
+    if not run_ids:
         return out
     marks = ",".join("?" * len(run_ids))
     query = (f"SELECT run_id, suite, name, metrics FROM rows WHERE run_id IN ({marks}) "
@@ -275,7 +258,7 @@ def row_metrics(db: Path, run_ids: list[str],
     args: tuple = tuple(run_ids)
     if suite is not None:
         query, args = query + " AND suite = ?", (*args, suite)
-    with connect(db, create=False) as conn:
+    with reader(db, missing_ok=True) as conn:
         for run_id, row_suite, name, metrics in conn.execute(query, args):
             try:
                 values = json.loads(metrics)

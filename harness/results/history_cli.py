@@ -23,9 +23,12 @@ def add_parser(sub) -> None:
     parser = sub.add_parser(
         "history", help="per test: its recent statuses, pass rate, current streak, flaky",
         description="Reads the runs' index (<runs-dir>/history.sqlite, filled at the end "
-                    "of every run). `rebuild` makes it again from the run directories. A "
-                    "test that both passed and failed on one kernel build (commit + "
-                    ".config) is flaky. Exit codes: 0, 2 bad input.")
+                    "of every run) read-only. `rebuild` makes it again from the run "
+                    "directories, in place; it never overwrites a file that is not an "
+                    "index. A test that both passed and failed on one kernel build (commit "
+                    "+ .config) is flaky. Exit codes: 0, 2 bad input (no index, or a file "
+                    "that is not one of this version: foreign, damaged, older, newer), "
+                    "3 the index could not be read or written.")
     parser.add_argument("action", nargs="?", choices=["rebuild"],
                         help="rebuild the index from the run directories")
     parser.add_argument("--runs-dir", type=Path, default=Path("runs"),

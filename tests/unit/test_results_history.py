@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from harness import cli
-from harness.results import history
+from harness.results import history, history_db
 from harness.results.model import RunResult
 from harness.results.writers import write_json
 
@@ -130,7 +130,7 @@ def test_a_run_that_stops_in_preflight_is_indexed_too(tmp_path, monkeypatch):
     result = runner.run(plan_mod.load(plan), tmp_path / "runs", Cache(tmp_path / "cache"),
                         Console(file=open(tmp_path / "out", "w")))
     assert result.exit_code == 2
-    with history.connect(tmp_path / "runs" / history.DEFAULT_NAME, create=False) as conn:
+    with history_db.reader(tmp_path / "runs" / history.DEFAULT_NAME) as conn:
         assert conn.execute("SELECT run_id, verdict, exit_code FROM runs").fetchall() == [
             (result.run_id, "error", 2)]
 
