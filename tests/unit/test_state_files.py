@@ -75,7 +75,7 @@ def test_a_ledger_too_large_or_a_directory_is_refused(tmp_path, monkeypatch):
     refused(lambda: Ledger.load(path), path, "larger than")
     monkeypatch.undo()
     assert len(Ledger.load(path).jobs["j"]) == 10
-    refused(lambda: Ledger.load(tmp_path), tmp_path, "Is a directory")
+    refused(lambda: Ledger.load(tmp_path), tmp_path, "is a directory")
 
 
 def test_a_missing_ledger_is_an_empty_one_and_a_good_one_loads(tmp_path):
