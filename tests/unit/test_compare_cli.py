@@ -211,7 +211,8 @@ def test_a_directory_without_results_json(runs, capsys):
 def test_a_damaged_results_json(runs, capsys):
     (runs / "20261201-150000-full-bad").mkdir()
     (runs / "20261201-150000-full-bad" / "results.json").write_text("{")
-    assert "not readable as a results.json" in bad(capsys, "20261201-150000-full-bad")
+    out = bad(capsys, "20261201-150000-full-bad")
+    assert "20261201-150000-full-bad/results.json: results.json is damaged (not JSON" in out
 
 
 def test_no_earlier_run_of_that_plan_and_origin(runs, capsys):
