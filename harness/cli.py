@@ -11,6 +11,7 @@ from pathlib import Path
 
 from . import plan as plan_mod
 from .errors import EXIT_BAD_INPUT, HarnessError
+from .inputs import dashed_values
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["ssh"] and "--" in argv:      # harness ssh [RUN] [NODE] -- CMD...
         cut = argv.index("--")
         argv, command = argv[:cut], argv[cut + 1:]
-    args = _parser().parse_args(argv)
+    args = _parser().parse_args(dashed_values(argv))
     console = make_console()
     if args.command in ("ssh", "console", "stop", "ps"):
         try:

@@ -250,7 +250,11 @@ def test_a_missing_history_file(runs, capsys):
 
 
 def test_a_negative_threshold(runs, capsys):
-    assert "--threshold -5: must be 0 or more" in bad(capsys, "--threshold", "-5")
+    # refused while the command line is read, before a run is loaded
+    with pytest.raises(SystemExit) as exit_:
+        main(["compare", "--threshold", "-5"])
+    assert exit_.value.code == EXIT_BAD_INPUT
+    assert "argument --threshold: '-5': a number, 0 or more" in capsys.readouterr().err
 
 
 def test_with_a_complete_index_only_the_two_compared_runs_are_read(runs, capsys,
