@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import plan as plan_mod
 from .errors import EXIT_BAD_INPUT, HarnessError
-from .inputs import dashed_values
+from .inputs import arg_type, dashed_values
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
@@ -37,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check this host: QEMU, KVM, mmdebstrap, "
                                            "compiler, disk; or libvirt hosts (--uri), "
                                            "PCI passthrough devices (--passthrough)")
-    doctor.add_argument("--uri", action="append", default=[],
+    from .vm.remote import uri_option
+    doctor.add_argument("--uri", action="append", default=[], type=arg_type(uri_option),
                         help="check a libvirt host instead (repeatable): reachable, "
                              "versions, KVM or TCG, free memory, harness guests, pools")
     doctor.add_argument("--passthrough", nargs="+", default=[], metavar="ADDR",

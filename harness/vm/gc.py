@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from rich.console import Console
 
 from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError
-from ..inputs import duration
+from ..inputs import arg_type, duration
 from ..results.safe import printable
 from .libvirt import DEFAULT_URI, METADATA_NS, _libvirt, connect
+from .remote import uri_option
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class Leftover:
 
 def add_parser(sub) -> None:
     gc = sub.add_parser("gc", help="remove libvirt domains that crashed runs left behind")
-    gc.add_argument("--uri", action="append", default=[],
+    gc.add_argument("--uri", action="append", default=[], type=arg_type(uri_option),
                     help=f"libvirt URI (repeatable; default {DEFAULT_URI})")
     gc.add_argument("--older-than", default=None, type=duration, metavar="AGE",
                     help="also remove harness domains started longer ago than AGE "
