@@ -106,11 +106,12 @@ def read_bytes(path: Path, what: str, *, limit: int = TEXT_LIMIT,
     path = Path(path)
     # O_NONBLOCK: a FIFO given as a file must not hang the open
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):      # before fdopen, which refuses a directory
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise error(f"{path}: {what} is {kind}; give a file", exit_code)
     with os.fdopen(fd, "rb") as f:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            raise error(f"{path}: {what} is {kind}; give a file", exit_code)
         data = f.read(limit + 1)
     if len(data) > limit:
         raise error(f"{path}: {what} is larger than {_size(limit)} (the limit for it); "

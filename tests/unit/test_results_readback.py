@@ -63,7 +63,7 @@ def test_a_damaged_results_json_is_refused_naming_it(tmp_path, case, data, words
 
 def test_a_directory_or_a_missing_file(tmp_path):
     (tmp_path / "results.json").mkdir()
-    assert "cannot read results.json: Is a directory" in refused(tmp_path / "results.json")
+    assert "results.json is a directory; give a file" in refused(tmp_path / "results.json")
     assert "results.json not found" in refused(tmp_path / "nothing" / "results.json")
 
 
