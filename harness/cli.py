@@ -11,7 +11,7 @@ from pathlib import Path
 
 from . import plan as plan_mod
 from .errors import HarnessError
-from .inputs import check_run_path, not_option
+from .inputs import arg_type, check_run_path, dashed_values, not_option
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
@@ -37,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check this host: QEMU, KVM, mmdebstrap, "
                                            "compiler, disk; or libvirt hosts (--uri), "
                                            "PCI passthrough devices (--passthrough)")
-    doctor.add_argument("--uri", action="append", default=[],
+    from .vm.remote import uri_option
+    doctor.add_argument("--uri", action="append", default=[], type=arg_type(uri_option),
                         help="check a libvirt host instead (repeatable): reachable, "
                              "versions, KVM or TCG, free memory, harness guests, pools")
     doctor.add_argument("--passthrough", nargs="+", default=[], metavar="ADDR",
@@ -154,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["ssh"] and "--" in argv:      # harness ssh [RUN] [NODE] -- CMD...
         cut = argv.index("--")
         argv, command = argv[:cut], argv[cut + 1:]
-    args = _parser().parse_args(devloop_cli.joined_values(argv))
+    args = _parser().parse_args(dashed_values(devloop_cli.joined_values(argv)))
     console = make_console()
     try:
         devloop_cli.check_values(args)

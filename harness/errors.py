@@ -36,6 +36,15 @@ class PlanError(HarnessError):
     default_exit = EXIT_BAD_INPUT
 
 
+class ResultsError(PlanError, ValueError):
+    """A results.json that cannot be read back (damaged, not one, a field of
+    the wrong type): exit 2 naming the file, the key path and the command
+    that makes it again. A ValueError too: the readers that pass over an
+    unreadable earlier run (baselines, history, the nightly) catch it so."""
+
+    stage = "results"
+
+
 class SourceError(HarnessError):
     stage = "source"
 

@@ -12,18 +12,24 @@ a parsed document or a message:
   program it is given to;
 * `read_text` / `load_yaml` / `load_json`: size-bounded reads, YAML with a
   bounded alias expansion and nesting;
-* `quote`: a value in a message, at most ~200 characters of it.
+* `quote`: a value in a message, at most ~200 characters of it;
+* `count` / `number` / `duration` / `arg_type`: argparse types that refuse a
+  command-line value at parse time (exit 2, the option and what it allows),
+  and `dashed_values`, the argv pre-processing that lets them see a value
+  such as '-1h' which argparse would otherwise take for an option.
 
 Each raises the caller's stage error (exit 2 by default) naming the file and
 the key path."""
 from __future__ import annotations
 
+import argparse
+import datetime
 import json
 import os
 import re
 import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import yaml
 
@@ -125,7 +131,7 @@ def read_bytes(path: Path, what: str, *, limit: int = TEXT_LIMIT,
     # O_NONBLOCK: a FIFO given as a file must not hang the open
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     info = os.fstat(fd)
-    if not stat.S_ISREG(info.st_mode):
+    if not stat.S_ISREG(info.st_mode):      # before fdopen, which refuses a directory
         os.close(fd)
         kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
         raise error(f"{path}: {what} is {kind}; give a file", exit_code)
@@ -241,3 +247,86 @@ def load_json(path: Path, what: str, *, limit: int = JSON_LIMIT, rebuild: str = 
     except (ValueError, RecursionError) as exc:
         raise error(f"{path}: {what} is damaged (not JSON: {quote(str(exc))[1:-1]}){hint}",
                     exit_code) from None
+
+
+# --- command-line values ---------------------------------------------------------
+
+T = TypeVar("T")
+# a value that starts like a negative number or duration: '-1', '-1h', '-.5'
+_DASHED = re.compile(r"-\.?[0-9]")
+
+
+def dashed_values(argv: list[str]) -> list[str]:
+    """`--option -1h` written `--option=-1h`: argparse reads a token that
+    starts with '-' and is not a plain negative number as an option ("expected
+    one argument"); joined, the option's type function sees the value and
+    says what is allowed. No option of the harness looks like '-1...'; after
+    '--' nothing is touched."""
+    out: list[str] = []
+    for index, token in enumerate(argv):
+        if token == "--":
+            return out + argv[index:]
+        previous = out[-1] if out else ""
+        if (_DASHED.match(token) and previous.startswith("--") and "=" not in previous
+                and len(previous) > 2):
+            out[-1] = f"{previous}={token}"
+        else:
+            out.append(token)
+    return out
+
+
+def count(minimum: int = 1, what: str = "") -> Callable[[str], int]:
+    """An argparse type: a whole number of at least `minimum`."""
+    def parse(text: str) -> int:
+        value = text.strip()
+        if not re.fullmatch(r"[+-]?[0-9]+", value) or int(value) < minimum:
+            raise argparse.ArgumentTypeError(
+                f"{quote(text)}: a whole number, at least {minimum}"
+                + (f" ({what})" if what else ""))
+        return int(value)
+    parse.__name__ = "count"
+    return parse
+
+
+def number(minimum: float = 0.0, what: str = "") -> Callable[[str], float]:
+    """An argparse type: a finite number of at least `minimum`."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not minimum <= value < float("inf"):
+            raise argparse.ArgumentTypeError(
+                f"{quote(text)}: a number, {minimum:g} or more" + (f" ({what})" if what else ""))
+        return value
+    parse.__name__ = "number"
+    return parse
+
+
+DURATION_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}
+
+
+def duration(text: str) -> datetime.timedelta:
+    """An argparse type: a time span more than 0, a whole number and s, m, h
+    or d (90s, 30m, 2h, 1d)."""
+    match = re.fullmatch(r"\s*([0-9]+)\s*([smhd])\s*", text)
+    if not match or int(match[1]) == 0:
+        raise argparse.ArgumentTypeError(
+            f"{quote(text)}: a time span more than 0: a whole number and s, m, h or d "
+            "(90s, 30m, 2h, 1d)")
+    try:
+        return datetime.timedelta(**{DURATION_UNITS[match[2]]: int(match[1])})
+    except OverflowError:
+        raise argparse.ArgumentTypeError(f"{quote(text)}: too long a time span") from None
+
+
+def arg_type(check: Callable[[str], T]) -> Callable[[str], T]:
+    """An argparse type from a check that raises HarnessError (its message
+    becomes argparse's, after the option's name)."""
+    def parse(text: str) -> T:
+        try:
+            return check(text)
+        except HarnessError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    parse.__name__ = getattr(check, "__name__", "value")
+    return parse

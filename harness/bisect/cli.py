@@ -16,7 +16,7 @@ from .. import plan as plan_mod
 from ..cache import Cache
 from ..errors import (EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError,
                       PlanError)
-from ..inputs import not_option
+from ..inputs import count, not_option
 from ..results.safe import printable
 from . import session
 from .steps import GitRange, SeriesRange, Target, failed_run, perf_target, suite_of_glob
@@ -50,7 +50,7 @@ def add_parser(sub) -> None:
                              "throughput_*/latency_* METRIC is worse than at the good end "
                              "by more than perf.threshold_percent, e.g. "
                              "'test_tcp_iperf3:throughput_mbit_s' (split at the last colon)")
-    parser.add_argument("--repeat", type=int, default=3, metavar="N",
+    parser.add_argument("--repeat", type=count(1, "runs per step"), default=3, metavar="N",
                         help="runs per step before a commit is called good (default 3); "
                              "with --perf every step does all N")
     parser.add_argument("--plan", default=None, help="plan YAML (default quickstart)")

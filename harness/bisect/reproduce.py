@@ -20,6 +20,7 @@ from .. import plan as plan_mod
 from .. import runner
 from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
+from ..inputs import count
 from ..results import reproducer
 from ..results.model import RunResult
 from ..results.safe import printable
@@ -37,7 +38,7 @@ def add_parser(sub) -> None:
                         help="the rows to reproduce (default: what failed in RUN_DIR)")
     parser.add_argument("--crash", default="", metavar="TEXT",
                         help="the crash to reproduce (title or signature contains TEXT)")
-    parser.add_argument("--repeat", type=int, default=2, metavar="N",
+    parser.add_argument("--repeat", type=count(1, "runs"), default=2, metavar="N",
                         help="runs (default 2)")
     parser.add_argument("--runs-dir", type=Path, default=None,
                         help="where the new runs go (default: beside RUN_DIR)")

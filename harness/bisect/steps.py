@@ -303,11 +303,27 @@ class SeriesRange:
                 "author": patch.author, "file": patch.path.name}
 
 
+def is_git_top(tree: Path) -> bool:
+    """`tree` is a bare repository or the top directory of a git checkout
+    (not a plain directory, nor one inside another project's checkout)."""
+    found = git(["rev-parse", "--is-bare-repository", "--show-toplevel"], tree, check=False)
+    lines = found.stdout.split("\n")
+    if lines[:1] == ["true"]:
+        return True
+    return found.ok and len(lines) > 1 and Path(lines[1]).resolve() == tree.resolve()
+
+
 class GitRange:
     """`good`, then every first-parent commit up to `bad`, of a git tree."""
 
     def __init__(self, plan: Plan, tree: Path, good: str, bad: str):
         self.plan, self.tree = plan, tree.expanduser().resolve()
+        if not self.tree.is_dir():
+            raise PlanError(f"--tree {tree}: no such directory", EXIT_BAD_INPUT)
+        if not is_git_top(self.tree):
+            raise PlanError(f"--tree {tree}: not a git tree (neither the top of a git "
+                            "checkout nor a bare repository): give the kernel's git tree, "
+                            "whose commits --good and --bad name", EXIT_BAD_INPUT)
         ids = []
         for what, ref in (("--good", good), ("--bad", bad)):
             found = git(["rev-parse", "--verify", "--quiet", "--end-of-options",

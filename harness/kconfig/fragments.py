@@ -119,10 +119,31 @@ def effective_requests(fragments: list[Path]) -> list[Request]:
 def read_pair(a: Path, b: Path) -> list[tuple[str, str, str]]:
     """`harness config diff`: (symbol, value in a, value in b) for every symbol
     whose value differs; "n" for absent or not set."""
-    for path in (a, b):
-        if not Path(path).is_file():
-            raise ConfigError(f"{path}: no such .config file", EXIT_BAD_INPUT)
-    return diff(read_config(a), read_config(b))
+    return diff(read_given_config(a), read_given_config(b))
+
+
+# bytes: allyesconfig's .config is ~300 KiB
+CONFIG_LIMIT = 4 << 20
+
+
+def read_given_config(path: Path) -> dict[str, str]:
+    """A .config file named on the command line: size-bounded UTF-8 text
+    (inputs.read_text) whose every line is a setting, an 'is not set', a
+    comment or blank; else ConfigError (exit 2) naming the file and line."""
+    try:
+        text = read_text(path, ".config file", limit=CONFIG_LIMIT, error=ConfigError)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such .config file", EXIT_BAD_INPUT) from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the .config file: {exc.strerror}",
+                          EXIT_BAD_INPUT) from None
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if line and not line.startswith("#") and not _SET.match(line):
+            raise ConfigError(f"{path}:{number}: not a .config file: {quote(raw)} is not "
+                              "CONFIG_FOO=value, '# CONFIG_FOO is not set' or a comment",
+                              EXIT_BAD_INPUT)
+    return parse_config(text)
 
 
 def diff(old: dict[str, str], new: dict[str, str]) -> list[tuple[str, str, str]]:

@@ -8,8 +8,9 @@ higher, than the baseline's by more than the threshold (percent). A flagged
 drop is a warning (a failed verdict only with perf.fail_on_regression): TCG numbers are noisy.
 
 Everything but `load_runs`, `check_choice` and `compare_run` reads no file.
-Earlier runs are read with `RunResult.load`, which drops what it cannot trust
-(a metric that is not a number, a row without a name)."""
+Earlier runs are read with `RunResult.load`, which refuses a run it cannot
+trust (a metric that is not a number, a row without a name): such a run is
+passed over, never a baseline."""
 from __future__ import annotations
 
 import statistics

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import EXIT_FAIL, EXIT_PASS, HarnessError, PlanError
+from ..inputs import number
 from . import history, history_db
 from .baseline import DEFAULT_THRESHOLD_PERCENT
 from .codec import to_plain
@@ -42,7 +43,8 @@ def add_parser(sub) -> None:
                              f"<runs-dir>/{history.DEFAULT_NAME})")
     parser.add_argument("--json", action="store_true",
                         help="print the comparison as JSON instead of tables")
-    parser.add_argument("--threshold", type=float, default=DEFAULT_THRESHOLD_PERCENT,
+    parser.add_argument("--threshold", type=number(0, "percent"),
+                        default=DEFAULT_THRESHOLD_PERCENT,
                         metavar="PCT", help="perf drop threshold in percent (default "
                                             f"{DEFAULT_THRESHOLD_PERCENT})")
 
@@ -137,8 +139,6 @@ def _select(args: argparse.Namespace):
     if base_dir.resolve() == current_dir.resolve() or base.run_id == current.run_id:
         raise PlanError(f"run {current.run_id} compared with itself (give another "
                         "--against)")
-    if args.threshold < 0:
-        raise PlanError(f"--threshold {args.threshold:g}: must be 0 or more")
     flaky = history.flaky_rows(args.history or runs_dir / history.DEFAULT_NAME)
     return current_dir, current, base_dir, base, flaky
 

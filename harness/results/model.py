@@ -4,13 +4,13 @@ history, comparisons) share them. Turning them into JSON happens only in
 codec.py; the field names are the results.json keys."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from ..errors import PlanError
+from ..errors import HarnessError, PlanError
 from .codec import EMPTY, OMIT, from_plain, to_plain
+from .readback import read_results
 
 # xfail: failed as an expectation (suites/expectations) says it does;
 # xpass: passed although one says it fails; flaky: failed, then passed when
@@ -396,12 +396,10 @@ class RunResult:
 
     @classmethod
     def load(cls, path: Path) -> RunResult:
-        """A results.json back into these types; runs written by older
-        versions load too (what they lack takes the default)."""
-        data = json.loads(Path(path).read_text())
-        if not isinstance(data, dict) or not data.get("run_id"):
-            raise ValueError(f"{path}: not a results.json (no run_id)")
-        return cls.from_dict(data)
+        """A results.json back into these types (readback.py: ResultsError,
+        exit 2, when it cannot be); runs written by older versions load too
+        (what they lack takes the default)."""
+        return read_results(cls, path)
 
     @property
     def patches(self) -> list[PatchResult]:
@@ -433,7 +431,7 @@ def read_runs(runs_dir: Path) -> list[tuple[Path, RunResult | str]]:
     for path in sorted(Path(runs_dir).glob("*/results.json")):
         try:
             found.append((path.parent, RunResult.load(path)))
-        except (OSError, ValueError, TypeError) as exc:
+        except HarnessError as exc:
             found.append((path.parent, str(exc)))
     return found
 
@@ -441,13 +439,10 @@ def read_runs(runs_dir: Path) -> list[tuple[Path, RunResult | str]]:
 def load_run(path: Path) -> RunResult:
     """The results of a run directory (or of a results.json given instead),
     for the commands that take run directories; PlanError (exit 2) naming it
-    when it is none or cannot be read."""
+    when it is none, ResultsError (exit 2) when it cannot be read."""
     path = Path(path)
     results = path if path.is_file() else path / "results.json"
     if not results.is_file():
         raise PlanError(f"{path}: no results.json (not a run directory, or the run has not "
                         "finished)")
-    try:
-        return RunResult.load(results)
-    except (OSError, ValueError, TypeError) as exc:
-        raise PlanError(f"{results}: not readable as a results.json ({exc})") from None
+    return RunResult.load(results)

@@ -11,16 +11,17 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import re
 import socket
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
 from rich.console import Console
 
-from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_PASS, HarnessError
+from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError
+from ..inputs import arg_type, duration
 from ..results.safe import printable
 from .libvirt import DEFAULT_URI, METADATA_NS, _libvirt, connect
+from .remote import uri_option
 
 
 @dataclass(frozen=True)
@@ -36,24 +37,13 @@ class Leftover:
 
 def add_parser(sub) -> None:
     gc = sub.add_parser("gc", help="remove libvirt domains that crashed runs left behind")
-    gc.add_argument("--uri", action="append", default=[],
+    gc.add_argument("--uri", action="append", default=[], type=arg_type(uri_option),
                     help=f"libvirt URI (repeatable; default {DEFAULT_URI})")
-    gc.add_argument("--older-than", default="", metavar="AGE",
+    gc.add_argument("--older-than", default=None, type=duration, metavar="AGE",
                     help="also remove harness domains started longer ago than AGE "
                          "(30m, 2h, 1d); default: only expired ones and those whose "
                          "controller process on this host is gone")
     gc.add_argument("--dry-run", action="store_true", help="list, remove nothing")
-
-
-def parse_age(text: str) -> datetime.timedelta | None:
-    if not text:
-        return None
-    match = re.fullmatch(r"(\d+)([smhd])", text.strip())
-    if not match:
-        raise HarnessError(f"--older-than {text!r}: expected a number and s, m, h or d "
-                           "(30m, 2h, 1d)", EXIT_BAD_INPUT)
-    unit = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days"}[match.group(2)]
-    return datetime.timedelta(**{unit: int(match.group(1))})
 
 
 def _time(text: str | None) -> datetime.datetime | None:
@@ -120,7 +110,7 @@ def collect(uri: str, older_than: datetime.timedelta | None,
 def gc_command(args: argparse.Namespace, console: Console) -> int:
     try:
         libvirt = _libvirt()
-        older_than = parse_age(args.older_than)
+        older_than = args.older_than          # refused at parse time unless > 0
         code = EXIT_PASS
         for uri in args.uri or [DEFAULT_URI]:
             for domain, found in collect(uri, older_than):

@@ -19,8 +19,15 @@ from pathlib import Path
 import paramiko
 
 from ..errors import EXIT_INFRA, EXIT_BAD_INPUT, BootError, PlanError
+from ..inputs import quote
 
 SSH_TRANSPORTS = ("ssh", "libssh", "libssh2")
+# the libvirt URIs the harness knows: its drivers and their transports
+DRIVERS = ("qemu", "test")
+TRANSPORTS = ("", "unix", *SSH_TRANSPORTS, "tcp", "tls")
+QEMU_PATHS = ("/system", "/session")
+URI_FORMS = ("qemu:///system, qemu:///session, qemu+ssh://[user@]host[:port]/system "
+             "(or +libssh, +libssh2, +tcp, +tls; +unix for a local socket), test:///default")
 CONNECT_TIMEOUT = 20.0
 
 
@@ -64,9 +71,49 @@ def parse(uri: str) -> HostAddress:
         verify=query.get("no_verify", "0") != "1")
 
 
+def check_scheme(uri: str, what: str = "vm.libvirt_uri") -> str:
+    """`uri` if it is a libvirt URI the harness knows (URI_FORMS), else
+    PlanError (exit 2) naming `what` and the forms: libvirt itself would
+    take an unknown scheme or a host without a transport for TLS to it (and
+    fail on a CA certificate), and an empty URI for the local default."""
+    problem = ""
+    try:
+        parts = urllib.parse.urlsplit(uri)
+        _ = parts.port                          # a port that is no number raises
+    except ValueError as exc:
+        parts, problem = None, f"not a URI ({exc})"
+    if not uri.strip():
+        problem = "empty"
+    elif parts is not None:
+        driver, _, transport = parts.scheme.partition("+")
+        if "://" not in uri:
+            problem = "not a URI"
+        elif driver not in DRIVERS:
+            problem = f"unknown driver {driver!r}" if driver else "no driver"
+        elif transport not in TRANSPORTS:
+            problem = f"unknown transport {transport!r}"
+        elif driver == "qemu" and parts.path.rstrip("/") not in QEMU_PATHS:
+            problem = "a qemu URI ends in /system or /session"
+        elif parts.netloc and not transport:
+            problem = (f"host {parts.hostname or parts.netloc!r} without a transport "
+                       f"(qemu+ssh://{parts.netloc}{parts.path})")
+    if problem:
+        where = f"{what} " if what else ""
+        raise PlanError(f"{where}{quote(uri)}: {problem}; a libvirt URI is one of {URI_FORMS}",
+                        EXIT_BAD_INPUT)
+    return uri
+
+
+def uri_option(text: str) -> str:
+    """check_scheme for a command-line --uri (argparse names the option)."""
+    return check_scheme(text, "")
+
+
 def check(uri: str) -> HostAddress:
-    """The URI's address, or PlanError (exit 2) for a remote URI whose host
-    the harness cannot reach the guests through."""
+    """The URI's address, or PlanError (exit 2) for a URI the harness does not
+    know (check_scheme) or a remote one whose host the harness cannot reach
+    the guests through."""
+    check_scheme(uri)
     address = parse(uri)
     if address.remote and address.transport not in SSH_TRANSPORTS:
         raise PlanError(

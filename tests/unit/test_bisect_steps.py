@@ -89,6 +89,22 @@ def test_a_git_range_that_is_not_one_is_bad_input(repo, good, bad, message):
     assert info.value.exit_code == 2
 
 
+def test_a_tree_that_is_not_a_git_tree_is_said_so(repo, tmp_path):
+    (repo / "drivers").mkdir()
+    (tmp_path / "plain").mkdir()
+    for tree, message in ((tmp_path / "plain", "not a git tree"),
+                          (repo / "drivers", "not a git tree"),   # inside one: not its top
+                          (tmp_path / "nowhere", "no such directory")):
+        with pytest.raises(PlanError) as info:
+            GitRange(quickstart(), tree, "HEAD~1", "HEAD")
+        assert info.value.exit_code == 2
+        assert str(info.value).startswith(f"--tree {tree}: {message}"), str(info.value)
+        assert "--good HEAD~1" not in str(info.value)
+    bare = tmp_path / "linux.git"
+    git(tmp_path, "clone", "-q", "--bare", str(repo), str(bare))
+    assert len(GitRange(quickstart(), bare, "HEAD~2", "HEAD").labels) == 3
+
+
 def test_a_series_range_applies_the_first_k_patches(tmp_path):
     plan = replace(quickstart(), series=("demo-broken",))
     rng = SeriesRange(plan, tmp_path)

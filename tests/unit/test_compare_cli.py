@@ -211,7 +211,8 @@ def test_a_directory_without_results_json(runs, capsys):
 def test_a_damaged_results_json(runs, capsys):
     (runs / "20261201-150000-full-bad").mkdir()
     (runs / "20261201-150000-full-bad" / "results.json").write_text("{")
-    assert "not readable as a results.json" in bad(capsys, "20261201-150000-full-bad")
+    out = bad(capsys, "20261201-150000-full-bad")
+    assert "20261201-150000-full-bad/results.json: results.json is damaged (not JSON" in out
 
 
 def test_no_earlier_run_of_that_plan_and_origin(runs, capsys):
@@ -249,7 +250,11 @@ def test_a_missing_history_file(runs, capsys):
 
 
 def test_a_negative_threshold(runs, capsys):
-    assert "--threshold -5: must be 0 or more" in bad(capsys, "--threshold", "-5")
+    # refused while the command line is read, before a run is loaded
+    with pytest.raises(SystemExit) as exit_:
+        main(["compare", "--threshold", "-5"])
+    assert exit_.value.code == EXIT_BAD_INPUT
+    assert "argument --threshold: '-5': a number, 0 or more" in capsys.readouterr().err
 
 
 def test_with_a_complete_index_only_the_two_compared_runs_are_read(runs, capsys,

@@ -167,3 +167,23 @@ def test_config_diff(tmp_path):
     with pytest.raises(ConfigError) as info:
         kconfig.read_pair(a, tmp_path / "nope")
     assert info.value.exit_code == 2 and "nope" in str(info.value)
+
+
+@pytest.mark.parametrize("name, data, words", [
+    ("vmlinux", b"\x7fELF\x02\x01\x01\x00\x00\x00", "is a binary file (it holds NUL bytes)"),
+    ("latin1", "CONFIG_A=\"caf\xe9\"\n".encode("latin-1"), "is not UTF-8 text (byte 0xe9"),
+    ("plan.yaml", b"# a plan\nname: quickstart\n", ":2: not a .config file: 'name: quickstart'"),
+    ("dir", None, ".config file is a directory"),
+])
+def test_config_diff_of_what_is_no_config_file(tmp_path, name, data, words):
+    good = fragment(tmp_path, "good", "CONFIG_A=y\n")
+    path = tmp_path / name
+    if data is None:
+        path.mkdir()
+    else:
+        path.write_bytes(data)
+    for pair in ((good, path), (path, good)):
+        with pytest.raises(ConfigError) as info:
+            kconfig.read_pair(*pair)
+        assert info.value.exit_code == 2
+        assert str(info.value).startswith(str(path)) and words in str(info.value)

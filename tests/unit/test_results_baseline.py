@@ -169,15 +169,27 @@ def test_plan_perf_keys(tmp_path):
         assert info.value.exit_code == 2
 
 
-def test_odd_earlier_results_never_break_the_comparison():
-    # results.json files of other harness versions, or hand-edited ones
+def test_odd_earlier_results_never_break_the_comparison(tmp_path):
+    # results.json files of other harness versions, or hand-edited ones: passed
+    # over (RunResult.load refuses them), the readable one is the baseline
     current = run("now", "2026-11-30T04:00:00", [row(BW, throughput_mbit_s=5.0)])
-    odd = [{"run_id": "a", "plan": "quickstart", "started": 5, "tests": "none"},
-           {"run_id": "b", "plan": "quickstart", "tests": [None, {"suite": "perf"},
-                                                           row(BW, throughput_mbit_s="fast")]},
-           run("c", "2026-11-30T01:00:00", [row(BW, throughput_mbit_s=True)])]
-    odd = [RunResult.from_dict(r) if isinstance(r, dict) else r for r in odd]
-    assert baseline.summarize(current, odd, "", 30)[0].baseline_run is None
+    odd = {"a": {"run_id": "a", "plan": "quickstart", "started": 5, "tests": "none"},
+           "b": {"run_id": "b", "plan": "quickstart", "tests": [None, {"suite": "perf"},
+                                                                row(BW, throughput_mbit_s="fast")]},
+           "c": {"run_id": "c", "plan": "quickstart", "started": "2026-11-30T01:00:00",
+                 "tests": [row(BW, throughput_mbit_s=True)]},
+           "d": "{not json", "e": [1, 2]}
+    for run_id, data in odd.items():
+        (tmp_path / run_id).mkdir()
+        (tmp_path / run_id / "results.json").write_text(
+            data if isinstance(data, str) else json.dumps(data))
+    assert baseline.load_runs(tmp_path) == []
+    assert baseline.summarize(current, baseline.load_runs(tmp_path), "", 30)[0].baseline_run \
+        is None
+    good = run("g", "2026-11-30T02:00:00", [row(BW, throughput_mbit_s=6.0)])
+    write_json(good, tmp_path / "g" / "results.json")
+    assert baseline.summarize(current, baseline.load_runs(tmp_path), "", 30)[0].baseline_run \
+        == "g"
 
 
 def test_a_drop_that_fails_the_run_is_shown_as_a_regression(tmp_path):

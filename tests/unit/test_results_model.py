@@ -117,16 +117,6 @@ def test_a_run_written_before_providers_expectations_and_perf_loads(tmp_path):
     assert run.stages[0].seconds == 600.0 and run.kernel.release == "7.2.13+"
 
 
-def test_values_of_the_wrong_type_are_dropped_not_trusted(tmp_path):
-    odd = {"run_id": "x", "plan": "p", "started": 5, "tests": [
-        None, {"suite": "perf"},
-        {"suite": "perf", "name": "a", "node": "n", "status": "pass", "seconds": 1,
-         "metrics": {"throughput_mbit_s": "fast", "latency_usec_avg": True, "ok": 2}}]}
-    run = RunResult.from_dict(odd)
-    assert run.started == "" and len(run.tests) == 1
-    assert run.tests[0].metrics == {"ok": 2.0}
-
-
 def test_not_a_results_file(tmp_path):
     (tmp_path / "results.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match="not a results.json"):

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.errors import HarnessError
+import argparse
+
+from harness.inputs import duration
 from harness.plan import VmSpec
 from harness.vm import topology
-from harness.vm.gc import judge, parse_age, read_metadata
+from harness.vm.gc import judge, read_metadata
 from harness.vm.libvirt import domain_xml
 
 from .test_vm_libvirt import NOW, _boot
@@ -42,7 +44,8 @@ def test_garbage_is_expired_old_or_orphaned(tmp_path):
 
 
 def test_ages():
-    assert parse_age("2h") == 2 * HOUR and parse_age("30m") == HOUR / 2 and parse_age("") is None
-    with pytest.raises(HarnessError) as error:
-        parse_age("2 hours")
-    assert error.value.exit_code == 2 and "--older-than '2 hours'" in str(error.value)
+    assert duration("2h") == 2 * HOUR and duration("30m") == HOUR / 2
+    for bad in ("2 hours", "-1h", "0m", "", "1.5h"):
+        with pytest.raises(argparse.ArgumentTypeError) as error:
+            duration(bad)
+        assert f"{bad!r}: a time span more than 0" in str(error.value)

@@ -140,3 +140,45 @@ def test_a_local_host_needs_no_staging_pool_and_a_bad_transport_is_named():
                                                       "place)")
     ok, why = staging_status("qemu+tcp://hv1/system")
     assert not ok and "qemu+tcp://hv1/system" in why and "SSH" in why
+
+
+@pytest.mark.parametrize("uri", [
+    "qemu:///system", "qemu:///session", "qemu:///system/", "qemu+unix:///system",
+    "qemu+ssh://root@hv1:2222/system?keyfile=/k", "qemu+libssh2://hv1/system",
+    "qemu+tcp://hv1/system", "qemu+tls://hv1.example/session", "test:///default"])
+def test_the_libvirt_uris_the_harness_knows(uri):
+    assert remote.check_scheme(uri) == uri
+
+
+@pytest.mark.parametrize("uri, problem", [
+    ("", "empty"), ("  ", "empty"),
+    ("system", "not a URI"),
+    ("foo://hv1/system", "unknown driver 'foo'"),
+    ("xen:///system", "unknown driver 'xen'"),
+    ("https://hv1/", "unknown driver 'https'"),
+    ("qemu+http://hv1/system", "unknown transport 'http'"),
+    ("qemu:///nosuch", "a qemu URI ends in /system or /session"),
+    ("qemu+ssh://hv1", "a qemu URI ends in /system or /session"),
+    ("qemu://hv1/system", "host 'hv1' without a transport (qemu+ssh://hv1/system)"),
+    ("qemu+ssh://hv1:port/system", "not a URI"),
+])
+def test_an_unknown_libvirt_uri_is_bad_input_naming_it(uri, problem):
+    with pytest.raises(PlanError) as err:
+        remote.check_scheme(uri, "--uri")
+    message = str(err.value)
+    assert err.value.exit_code == EXIT_BAD_INPUT
+    assert message.startswith(f"--uri {uri!r}: {problem}"), message
+    assert "qemu:///system, qemu:///session, qemu+ssh://" in message
+    with pytest.raises(PlanError, match="vm.libvirt_uri"):
+        remote.check(uri)                   # a run's preflight refuses it too
+
+
+@pytest.mark.parametrize("argv", [["doctor", "--uri", ""], ["doctor", "--uri", "foo://x/"],
+                                  ["gc", "--uri", "qemu://hv1/system"]])
+def test_doctor_and_gc_refuse_it_at_parse_time(capsys, argv):
+    from harness.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == EXIT_BAD_INPUT
+    assert f"argument --uri: {argv[-1]!r}: " in capsys.readouterr().err
