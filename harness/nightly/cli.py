@@ -10,6 +10,7 @@ from rich.console import Console
 
 from ..cache import Cache, private_dir
 from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError
+from ..inputs import count
 from ..results.safe import printable
 from . import config as config_mod
 from .matrix import expand, parse_shard, shard
@@ -35,9 +36,9 @@ def add_parser(sub) -> None:
     parser.add_argument("--cache-dir", type=Path, default=None)
     parser.add_argument("--shard", default="1/1", metavar="I/N",
                         help="run the I-th of N disjoint shares of the matrix")
-    parser.add_argument("--jobs", type=int, default=1, metavar="K",
+    parser.add_argument("--jobs", type=count(1, "jobs at once"), default=1, metavar="K",
                         help="jobs at once (each boots its own guests: mind cores and memory)")
-    parser.add_argument("--bisect-repeat", type=int, default=1, metavar="N",
+    parser.add_argument("--bisect-repeat", type=count(1, "runs per bisect step"), default=1, metavar="N",
                         help="runs per bisect step (default 1)")
     parser.add_argument("--list", action="store_true",
                         help="print the shard's jobs and exit (no source is fetched)")

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import EXIT_PASS, HarnessError
+from ..inputs import count
 from . import history
 from .safe import printable
 
@@ -38,7 +39,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--plan", default=None, help="only runs of this plan")
     parser.add_argument("--test", default=None, metavar="GLOB",
                         help="only rows whose name (or 'suite name') matches")
-    parser.add_argument("--last", type=int, default=10, metavar="N",
+    parser.add_argument("--last", type=count(1, "runs"), default=10, metavar="N",
                         help="statuses per test, newest first (default 10)")
     parser.add_argument("--json", action="store_true", help="print JSON")
 

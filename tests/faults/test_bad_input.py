@@ -140,6 +140,10 @@ CASES = [
     ("runs-dir-comma", ["run", "good.yaml", "--runs-dir", "{tmp}/a,b"], ["--runs-dir", "','"]),
     ("ref-without-tree", ["series", "check", "demo-rxe-counters", "--ref", "v7.2"],
      ["--ref", "--tree"]),
+    ("nightly-jobs-zero", ["nightly", "{tmp}/good.yaml", "--jobs", "0"], ["--jobs", "'0'"]),
+    ("nightly-bisect-repeat-negative", ["nightly", "{tmp}/good.yaml", "--bisect-repeat", "-1"],
+     ["--bisect-repeat", "'-1'"]),
+    ("history-last-negative", ["history", "--last", "-2"], ["--last", "'-2'"]),
     ("config-not-a-tree", ["config", "check", "rdma", "--tree", "{tmp}/notatree"],
      ["--tree", "notatree", "not a Linux kernel tree"]),
 ]
