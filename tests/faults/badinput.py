@@ -12,6 +12,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# a plan every case can start from: it passes every check
+GOOD_PLAN = """\
+name: faults
+kconfig: {base: tinyconfig, fragments: [virt-guest, rdma]}
+image: trixie-rdma
+suites: [modules]
+"""
+
 
 def harness(tmp: Path, argv: list[str], env: dict | None = None,
             timeout: float = 60) -> tuple[subprocess.CompletedProcess, float]:

@@ -10,16 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from .badinput import assert_refused
+from .badinput import GOOD_PLAN, assert_refused
 
 DAMAGED_RUN = "20261201-100000-quickstart-dmgd"
-GOOD_PLAN = """\
-name: faults
-kconfig: {base: tinyconfig, fragments: [virt-guest, rdma]}
-image: trixie-rdma
-suites: [modules]
-"""
-
 
 def files(tmp: Path) -> None:
     """What the cases name: a file, a damaged registry entry, a directory of

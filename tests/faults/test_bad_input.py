@@ -7,14 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .badinput import ROOT, assert_refused
-
-GOOD_PLAN = """\
-name: faults
-kconfig: {base: tinyconfig, fragments: [virt-guest, rdma]}
-image: trixie-rdma
-suites: [modules]
-"""
+from .badinput import GOOD_PLAN, ROOT, assert_refused
 
 
 def files(tmp: Path) -> None:
