@@ -46,6 +46,10 @@ def check_values(args: argparse.Namespace) -> None:
     modify is given (`run --ttl banana` without --keep-on-failure is refused)."""
     if getattr(args, "ttl", None) is not None:
         parse_ttl(args.ttl)
+        if hasattr(args, "keep_on_failure") and not args.keep_on_failure:
+            raise DevloopError(f"--ttl {quote(args.ttl)}: the lifetime of kept nodes, only "
+                               "with --keep-on-failure (or `harness boot --ttl`)",
+                               EXIT_BAD_INPUT)
     if getattr(args, "lines", 0) < 0:
         raise DevloopError(f"--lines {args.lines}: give a number of lines, 0 or more",
                            EXIT_BAD_INPUT)
@@ -72,7 +76,7 @@ def joined_values(argv: list[str]) -> list[str]:
 
 
 def add_ttl(parser) -> None:
-    parser.add_argument("--ttl", default=DEFAULT_TTL,
+    parser.add_argument("--ttl", default=None,
                         help="how long kept nodes stay up before they stop by themselves "
                              f"(e.g. 90s, 30m, 2h; default {DEFAULT_TTL})")
 
@@ -120,7 +124,7 @@ def boot_command(plan, args, console: Console) -> int:
 def keep_run(plan, args, console: Console, why: str) -> int:
     """A run in a detached child that keeps its nodes up (`why`: boot, or
     failure: only when the run fails) and lives on as their supervisor."""
-    ttl = parse_ttl(args.ttl)
+    ttl = parse_ttl(args.ttl or DEFAULT_TTL)
     cache = Cache(args.cache_dir)
 
     def work(tell) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ..cache import write_atomic
-from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
+from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
 from ..results.model import load_run
 from ..results.safe import printable
 from . import kcidb
@@ -53,6 +53,9 @@ def export_command(args: argparse.Namespace, console: Console) -> int:
     errors = Console(stderr=True, highlight=False)
     try:
         kcidb.check_origin(args.origin)
+        if args.insecure and not args.submit:
+            raise HarnessError("--insecure: allows an http:// endpoint for --submit; give "
+                               "--submit too, or drop it", EXIT_BAD_INPUT)
         if args.submit:
             # unset, malformed or http:// without --insecure: before any output
             endpoint(os.environ.get(ENV), args.insecure)

@@ -137,6 +137,9 @@ CASES = [
     ("nightly-bisect-repeat-negative", ["nightly", "{tmp}/good.yaml", "--bisect-repeat", "-1"],
      ["--bisect-repeat", "'-1'"]),
     ("history-last-negative", ["history", "--last", "-2"], ["--last", "'-2'"]),
+    ("ttl-without-keep", ["run", "good.yaml", "--ttl", "2h"], ["--ttl", "--keep-on-failure"]),
+    ("insecure-without-submit", ["export", "kcidb", "{tmp}", "--insecure"],
+     ["--insecure", "--submit"]),
     ("config-not-a-tree", ["config", "check", "rdma", "--tree", "{tmp}/notatree"],
      ["--tree", "notatree", "not a Linux kernel tree"]),
 ]
