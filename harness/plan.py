@@ -281,7 +281,7 @@ RANGES: dict[str, tuple[int, int, str]] = {
     "vm.kvm_probe_timeout": (1, 3600, "seconds"),
     "vm.hang_timeout": (10, DAY, "seconds"),
     "test_timeout": (1, DAY, "seconds"),
-    "modules_cycles": (1, 100, "load/unload cycles"),
+    "modules_cycles": (1, 10000, "load/unload cycles (a soak takes hundreds)"),
     "retries": (0, 10, "runs again of a failing row"),
     "bisect_repeat": (1, 50, "runs per bisect step"),
     "perf.repeat": (1, 20, "runs of each perf measurement"),
