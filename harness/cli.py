@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["ssh"] and "--" in argv:      # harness ssh [RUN] [NODE] -- CMD...
         cut = argv.index("--")
         argv, command = argv[:cut], argv[cut + 1:]
-    args = _parser().parse_args(dashed_values(devloop_cli.joined_values(argv)))
+    args = _parser().parse_args(dashed_values(argv, devloop_cli.WHOLE_VALUES))
     console = make_console()
     try:
         devloop_cli.check_values(args)

@@ -7,8 +7,6 @@ mirror that cannot be reached the harness's (3).
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 EXIT_PASS = 0
 EXIT_FAIL = 1
 EXIT_BAD_INPUT = 2
@@ -90,19 +88,6 @@ class SelftestError(HarnessError):
 
     stage = "selftests"
     default_exit = EXIT_FAIL
-
-
-def read_utf8(path, error: type[HarnessError], what: str, exit_code: int | None = None) -> str:
-    """The text of `path`; a file that is not UTF-8 raises `error` naming the
-    file and the byte offset (OSError is left to the caller)."""
-    data = Path(path).read_bytes()
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[:exc.start].count(b"\n") + 1
-        raise error(f"{path}: {what} is not UTF-8 text (byte 0x{data[exc.start]:02x} at "
-                    f"offset {exc.start}, line {line}); save it as UTF-8",
-                    exit_code) from None
 
 
 # what a tool prints when the disk (or the quota) is full

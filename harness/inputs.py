@@ -256,18 +256,21 @@ T = TypeVar("T")
 _DASHED = re.compile(r"-\.?[0-9]")
 
 
-def dashed_values(argv: list[str]) -> list[str]:
+def dashed_values(argv: list[str], whole: tuple[str, ...] = ()) -> list[str]:
     """`--option -1h` written `--option=-1h`: argparse reads a token that
     starts with '-' and is not a plain negative number as an option ("expected
     one argument"); joined, the option's type function sees the value and
-    says what is allowed. No option of the harness looks like '-1...'; after
-    '--' nothing is touched."""
+    says what is allowed. No option of the harness looks like '-1...'; the
+    options in `whole` take any next word starting with '-' (`--ttl
+    --keep-on-failure`: the lifetime is named, not lost). After '--'
+    nothing is touched."""
     out: list[str] = []
     for index, token in enumerate(argv):
         if token == "--":
             return out + argv[index:]
         previous = out[-1] if out else ""
-        if (_DASHED.match(token) and previous.startswith("--") and "=" not in previous
+        if (previous in whole and token.startswith("-")) or (
+                _DASHED.match(token) and previous.startswith("--") and "=" not in previous
                 and len(previous) > 2):
             out[-1] = f"{previous}={token}"
         else:

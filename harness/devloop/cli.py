@@ -55,24 +55,9 @@ def check_values(args: argparse.Namespace) -> None:
                            EXIT_BAD_INPUT)
 
 
-def joined_values(argv: list[str]) -> list[str]:
-    """`--ttl -5m` as `--ttl=-5m`: argparse takes a value that starts with '-'
-    for an option ("expected one argument") and the value would go unnamed;
-    joined, parse_ttl names it."""
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        word = argv[i]
-        if word == "--":
-            return out + argv[i:]
-        nxt = argv[i + 1] if i + 1 < len(argv) else ""
-        if word == "--ttl" and nxt.startswith("-") and nxt != "--":
-            out.append(f"--ttl={nxt}")
-            i += 2
-        else:
-            out.append(word)
-            i += 1
-    return out
+# options whose value is joined to them whatever it looks like (inputs.dashed_values):
+# `--ttl -5m`, `--ttl --keep-on-failure` reach parse_ttl, which names the value
+WHOLE_VALUES = ("--ttl",)
 
 
 def add_ttl(parser) -> None:

@@ -25,7 +25,8 @@ import pytest
 from harness.cache import Cache
 from harness.cli import main
 from harness.devloop import registry, supervisor, verify
-from harness.devloop.cli import check_values, joined_values
+from harness.devloop.cli import WHOLE_VALUES, check_values
+from harness.inputs import dashed_values
 from harness.errors import DevloopError
 from harness.results.safe import Stripper, strip_controls
 
@@ -430,8 +431,8 @@ def test_names_from_the_command_line_are_checked(tmp_path, capsys, argv, word):
 
 
 def test_ttl_and_lines_values_are_checked_even_unused():
-    assert joined_values(["boot", "--ttl", "-5m"]) == ["boot", "--ttl=-5m"]
-    assert joined_values(["run", "--ttl", "5m", "--", "--ttl", "-1"]) == [
+    assert dashed_values(["boot", "--ttl", "-5m"], WHOLE_VALUES) == ["boot", "--ttl=-5m"]
+    assert dashed_values(["run", "--ttl", "5m", "--", "--ttl", "-1"], WHOLE_VALUES) == [
         "run", "--ttl", "5m", "--", "--ttl", "-1"]
     with pytest.raises(DevloopError, match="--ttl 'banana'"):
         check_values(argparse.Namespace(ttl="banana", lines=5))
