@@ -7,7 +7,7 @@ import functools
 from pathlib import Path
 
 from .. import proc
-from ..errors import PlanError
+from ..errors import HarnessError, PlanError
 from ..inputs import quote
 from .accel import QEMU
 
@@ -18,7 +18,7 @@ def _ask(option: str) -> str:
     boot stage says that with its own message)."""
     try:
         done = proc.run([QEMU, option, "help"], timeout=30)
-    except Exception:           # no QEMU here: `harness doctor` says so
+    except HarnessError:        # no QEMU here, or it hung: `harness doctor` says so
         return ""
     return done.stdout if done.ok else ""
 
