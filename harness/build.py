@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import proc
+from . import proc, sandbox
 from .cache import Cache, digest
 from .errors import EXIT_FAIL, EXIT_INFRA, BuildError, disk_full
 from .kconfig import ConfigReport
@@ -73,36 +73,55 @@ REPRODUCIBLE = ("KBUILD_BUILD_TIMESTAMP=@0", "KBUILD_BUILD_USER=harness",
                 "KBUILD_BUILD_HOST=harness", "KBUILD_BUILD_VERSION=1")
 
 
-def _make_argv(objdir: Path, jobs: int, use_ccache: bool) -> list[str]:
-    argv = ["make", f"O={objdir}", f"-j{jobs}", *REPRODUCIBLE]
-    if use_ccache:
+def make_argv(objdir: Path, spec: BuildSpec, *more: str) -> list[str]:
+    """make for the object directory: the plan's jobs, the reproducible-build
+    knobs, ccache when the plan wants it and the host has it."""
+    argv = ["make", f"O={objdir}", f"-j{spec.jobs or os.cpu_count() or 1}", *REPRODUCIBLE]
+    if spec.ccache and shutil.which("ccache") is not None:
         argv.append("CC=ccache gcc")
-    return argv
+    return [*argv, *more]
 
 
-def incremental(tree: Path, objdir: Path, spec: BuildSpec, log: Path) -> tuple[bool, str]:
+def ccache_dir(cache: Cache) -> Path:
+    """ccache's directory for the harness's builds: the user's CCACHE_DIR when
+    set, else one in the harness's cache (a sandboxed build writes it; a series
+    must not plant objects in the cache the user's other builds read)."""
+    path = Path(os.environ.get("CCACHE_DIR") or cache.root / "ccache")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def make_box(tree: Path, objdir: Path, cache: Cache, *write: Path) -> sandbox.Box:
+    """The sandbox of a build: the tree read-only; writable the object
+    directory, ccache's directory and `write` (an install directory)."""
+    return sandbox.for_tree(tree, write=(objdir, ccache_dir(cache), *write))
+
+
+def make_env(cache: Cache) -> dict[str, str]:
+    return {"CCACHE_DIR": str(ccache_dir(cache))}
+
+
+def incremental(tree: Path, objdir: Path, spec: BuildSpec, cache: Cache,
+                log: Path) -> tuple[bool, str]:
     """`make olddefconfig bzImage modules` in the kept object directory, no
     cache: the per-patch check of a series. (ok, make's output)."""
-    use_ccache = spec.ccache and shutil.which("ccache") is not None
-    jobs = spec.jobs or os.cpu_count() or 1
     log.unlink(missing_ok=True)
-    result = proc.run([*_make_argv(objdir, jobs, use_ccache), "olddefconfig", "bzImage",
-                       "modules"], cwd=tree, timeout=spec.timeout, log=log, error=BuildError)
-    return result.ok, log.read_text(errors="replace")
+    result = proc.run(make_argv(objdir, spec, "olddefconfig", "bzImage", "modules"),
+                      cwd=tree, timeout=spec.timeout, log=log, error=BuildError,
+                      env=make_env(cache), box=make_box(tree, objdir, cache))
+    text = log.read_text(errors="replace")
+    return result.ok, text
 
 
 def build(tree: SourceTree, config: ConfigReport, objdir: Path, spec: BuildSpec,
           cache: Cache, log: Path) -> KernelBuild:
-    use_ccache = spec.ccache and shutil.which("ccache") is not None
-    jobs = spec.jobs or os.cpu_count() or 1
     # tree.content: the commit, and a working tree's uncommitted edits
     key = digest(tree.content, config.config_hash, compiler_id(), "bzImage modules")
     entry = cache.get("kernels", key)
     if entry is None:
         with cache.lock("kernels", key):
             entry = cache.get("kernels", key) or _build_into_cache(
-                tree, config, objdir, _make_argv(objdir, jobs, use_ccache), spec,
-                cache, key, log)
+                tree, config, objdir, spec, cache, key, log)
             cached = False
     else:
         cached = True
@@ -110,15 +129,16 @@ def build(tree: SourceTree, config: ConfigReport, objdir: Path, spec: BuildSpec,
 
 
 def _build_into_cache(tree: SourceTree, config: ConfigReport, objdir: Path,
-                      make: list[str], spec: BuildSpec, cache: Cache, key: str,
-                      log: Path) -> Path:
+                      spec: BuildSpec, cache: Cache, key: str, log: Path) -> Path:
     start = time.monotonic()
     if config.config != objdir / ".config":
         shutil.copyfile(config.config, objdir / ".config")
     make_log = log.parent / "make.log"
     make_log.unlink(missing_ok=True)
-    result = proc.run([*make, "olddefconfig", "bzImage", "modules"], cwd=tree.path,
-                      timeout=spec.timeout, log=make_log, error=BuildError)
+    box, env = make_box(tree.path, objdir, cache), make_env(cache)
+    result = proc.run(make_argv(objdir, spec, "olddefconfig", "bzImage", "modules"),
+                      cwd=tree.path, timeout=spec.timeout, log=make_log, error=BuildError,
+                      env=env, box=box)
     text = make_log.read_text(errors="replace")
     _append(log, text)
     if not result.ok and disk_full(text[-20000:]):
@@ -126,17 +146,21 @@ def _build_into_cache(tree: SourceTree, config: ConfigReport, objdir: Path,
         raise BuildError(f"disk full: {objdir} (make: No space left on device; "
                          f"log: {make_log})", EXIT_INFRA)
     if not result.ok:
+        escape = sandbox.explain(text)
         raise BuildError(f"kernel build failed ({tree.origin}); first errors:\n"
-                         f"{first_errors(text)}\nfull log: {make_log}", EXIT_FAIL)
+                         f"{first_errors(text)}\n{escape + chr(10) if escape else ''}"
+                         f"full log: {make_log}", EXIT_FAIL)
     with cache.fill("kernels", key) as scratch:
         staging = scratch / "modules"
-        install = proc.run([*make, f"INSTALL_MOD_PATH={staging}", "INSTALL_MOD_STRIP=1",
-                            "modules_install"], cwd=tree.path,
-                           timeout=1800, log=log, error=BuildError)
+        staging.mkdir()
+        install = proc.run(make_argv(objdir, spec, f"INSTALL_MOD_PATH={staging}",
+                                     "INSTALL_MOD_STRIP=1", "modules_install"),
+                           cwd=tree.path, timeout=1800, log=log, error=BuildError,
+                           env=env, box=box.plus(write=[staging]))
         if not install.ok:
             raise BuildError(f"make modules_install failed; see {log}", EXIT_INFRA)
         release = proc.run(["make", "-s", f"O={objdir}", "kernelrelease"], cwd=tree.path,
-                           timeout=120, error=BuildError).stdout.strip()
+                           timeout=120, error=BuildError, env=env, box=box).stdout.strip()
         for name, src in (("bzImage", "arch/x86/boot/bzImage"),
                           ("System.map", "System.map"), ("config", ".config")):
             shutil.copy2(objdir / src, scratch / name)

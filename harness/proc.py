@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Iterable, Mapping, Sequence
 
+from . import sandbox as _sandbox
 from .errors import EXIT_INFRA, ProcError
+from .sandbox import Box
 
 
 @dataclass(frozen=True)
@@ -134,10 +136,11 @@ def run(argv: Sequence[str | os.PathLike], *, timeout: float | None = None,
         cwd: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
         log: Path | None = None, check: bool = False, input: str | None = None,
         error: type[Exception] = ProcError, grace: float = 5.0,
-        also: Iterable[str] = ()) -> Completed:
+        also: Iterable[str] = (), box: Box | None = None) -> Completed:
     """Run argv to completion, in child_env(env, also). With `log`,
     stdout+stderr go (appended) to that file and `stdout` of the result is
-    empty; otherwise both are captured as text.
+    empty; otherwise both are captured as text. With `box`, in that sandbox
+    (harness/sandbox.py): code from a kernel tree or a series.
     Interrupted or timed out, the command gets SIGTERM and `grace` seconds to
     end before SIGKILL."""
     args = [str(a) for a in argv]
@@ -148,38 +151,50 @@ def run(argv: Sequence[str | os.PathLike], *, timeout: float | None = None,
         log.parent.mkdir(parents=True, exist_ok=True)
         logf = open(log, "ab")
         logf.write(("$ " + " ".join(args) + "\n").encode())
+        if box is not None:
+            logf.write((_sandbox.describe(box) + "\n").encode())
         logf.flush()
         out = logf
+    environment = child_env(env, also)
+    shown = args
+    try:
+        if box is not None:
+            _sandbox.prepare(box)
+            args, environment = _sandbox.argv(box, args, cwd), _sandbox.env(box, environment)
+    except BaseException:
+        if logf:
+            logf.close()
+        raise
     try:
         popen = subprocess.Popen(
-            args, cwd=cwd, env=child_env(env, also), stdout=out,
+            args, cwd=cwd, env=environment, stdout=out,
             stderr=subprocess.STDOUT if logf else subprocess.PIPE,
             stdin=subprocess.PIPE if input is not None else subprocess.DEVNULL,
             start_new_session=True, preexec_fn=_terminated_with_parent)
     except FileNotFoundError as exc:
         if logf:
             logf.close()
-        raise error(f"{args[0]}: program not found (run `harness doctor`)",
-                    3) from exc
+        raise error(f"{shown[0] if box is None else args[0]}: program not found "
+                    "(run `harness doctor`)", 3) from exc
     try:
         stdout, stderr = popen.communicate(input=input.encode() if input else None,
                                            timeout=timeout)
     except subprocess.TimeoutExpired:
         kill_group(popen, grace)
-        raise error(f"{' '.join(args[:3])}... timed out after {timeout:.0f} s", 3)
+        raise error(f"{' '.join(shown[:3])}... timed out after {timeout:.0f} s", 3)
     except BaseException:
         kill_group(popen, grace)
         raise
     finally:
         if logf:
             logf.close()
-    result = Completed(tuple(args), popen.returncode,
+    result = Completed(tuple(shown), popen.returncode,
                        (stdout or b"").decode(errors="replace"),
                        (stderr or b"").decode(errors="replace"),
                        time.monotonic() - start, stdout or b"")
     if check and not result.ok:
         where = f" (log: {log})" if log else ""
-        raise error(f"{' '.join(args[:4])} failed with exit code "
+        raise error(f"{' '.join(shown[:4])} failed with exit code "
                     f"{result.returncode}{where}\n{result.tail()}", 3)
     return result
 
@@ -206,20 +221,25 @@ def _terminated_with_parent() -> None:
 
 
 def _start(argv: Sequence[str | os.PathLike], log: Path, cwd, env,
-           piped: bool) -> subprocess.Popen:
+           piped: bool, box: Box | None) -> subprocess.Popen:
     """Popen in its own process group, dying with the harness, the command line
     logged first. piped: text stdin/stdout pipes, stderr to the log; else all
-    output to the log and no stdin."""
+    output to the log and no stdin. `box`: in that sandbox."""
     args = [str(a) for a in argv]
     log.parent.mkdir(parents=True, exist_ok=True)
+    environment = child_env(env)
     with open(log, "ab") as logf:
         logf.write(("$ " + " ".join(args) + "\n").encode())
+        if box is not None:
+            logf.write((_sandbox.describe(box) + "\n").encode())
+            _sandbox.prepare(box)
+            args, environment = _sandbox.argv(box, args, cwd), _sandbox.env(box, environment)
         logf.flush()
         streams = (dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logf, text=True)
                    if piped else
                    dict(stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT))
         try:
-            return subprocess.Popen(args, cwd=cwd, env=child_env(env), start_new_session=True,
+            return subprocess.Popen(args, cwd=cwd, env=environment, start_new_session=True,
                                     preexec_fn=_die_with_parent, **streams)
         except FileNotFoundError as exc:
             raise ProcError(f"{args[0]}: program not found (run `harness doctor`)",
@@ -228,15 +248,18 @@ def _start(argv: Sequence[str | os.PathLike], log: Path, cwd, env,
 
 def spawn(argv: Sequence[str | os.PathLike], *, log: Path,
           cwd: str | os.PathLike | None = None,
-          env: Mapping[str, str] | None = None) -> subprocess.Popen:
+          env: Mapping[str, str] | None = None, box: Box | None = None) -> subprocess.Popen:
     """Start a long-running program (QEMU) in its own process group, output to
-    `log`. The caller owns it and must end it with kill_group()."""
-    return _start(argv, log, cwd, env, piped=False)
+    `log`, in `box` when given. The caller owns it and must end it with
+    kill_group()."""
+    return _start(argv, log, cwd, env, piped=False, box=box)
 
 
 def spawn_pipe(argv: Sequence[str | os.PathLike], *, log: Path,
                cwd: str | os.PathLike | None = None,
-               env: Mapping[str, str] | None = None) -> subprocess.Popen:
+               env: Mapping[str, str] | None = None,
+               box: Box | None = None) -> subprocess.Popen:
     """Start a helper that answers line-based requests: stdin and stdout are
-    text pipes, stderr goes to `log`. The caller owns it (kill_group())."""
-    return _start(argv, log, cwd, env, piped=True)
+    text pipes, stderr goes to `log`, in `box` when given. The caller owns it
+    (kill_group())."""
+    return _start(argv, log, cwd, env, piped=True, box=box)

@@ -24,7 +24,7 @@ import tarfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from . import proc
+from . import proc, sandbox
 from .build import first_errors
 from .cache import Cache, digest
 from .errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, SelftestError
@@ -76,10 +76,11 @@ def _append(log: Path, text: str) -> None:
         f.write(text)
 
 
-def _step(argv: Sequence[str | Path], cwd: Path, log: Path,
-          timeout: float) -> tuple[bool, str]:
-    """Run one build command; its output goes to `log` and is returned."""
-    result = proc.run(argv, cwd=cwd, timeout=timeout, error=SelftestError)
+def _step(argv: Sequence[str | Path], cwd: Path, log: Path, timeout: float,
+          box: sandbox.Box) -> tuple[bool, str]:
+    """Run one build command in the sandbox `box` (the tree's own makefiles
+    and sources); its output goes to `log` and is returned."""
+    result = proc.run(argv, cwd=cwd, timeout=timeout, error=SelftestError, box=box)
     text = (result.stdout + result.stderr).rstrip()
     _append(log, f"$ {' '.join(map(str, argv))}\n{text}\n# exit {result.returncode} "
                  f"in {result.seconds:.1f} s\n")
@@ -105,14 +106,15 @@ def _hmm_tests(tree: Path, objdir: Path, out: Path, log: Path) -> None:
     root = tree / SELFTESTS
     sources = [_require(tree, SELFTESTS / s) for s in HMM_SOURCES]
     headers = out / "headers"
+    box = sandbox.for_tree(tree, write=[objdir, out])
     ok, text = _step(["make", f"O={objdir}", f"INSTALL_HDR_PATH={headers}",
-                      "headers_install"], tree, log, 900)
+                      "headers_install"], tree, log, 900, box)
     if not ok:
         raise _failed("make headers_install (for hmm-tests)", text, log)
     binary = out / "hmm-tests"
     ok, text = _step(["gcc", "-static", *HMM_CFLAGS, "-isystem", headers / "include",
                       "-isystem", tree / "tools/include/uapi", "-I", tree, "-I", root,
-                      *sources, *HMM_LIBS, "-o", binary], root / "mm", log, 600)
+                      *sources, *HMM_LIBS, "-o", binary], root / "mm", log, 600, box)
     if not ok:
         raise _failed("tools/testing/selftests/mm/hmm-tests", text, log)
     shutil.rmtree(headers)
@@ -124,7 +126,7 @@ def _kselftest_install(target: str):
         where = out / "install"
         ok, text = _step(["make", "-C", tree / SELFTESTS, f"O={out / 'objects'}",
                           f"TARGETS={target}", f"INSTALL_PATH={where}", "install"],
-                         tree, log, 900)
+                         tree, log, 900, sandbox.for_tree(tree, write=[objdir, out]))
         if not ok or not (where / "kselftest-list.txt").exists():
             raise _failed(f"tools/testing/selftests/{target} (make install)", text, log)
         with tarfile.open(out / f"kselftest-{target}.tar", "w") as tar:

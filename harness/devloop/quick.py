@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import proc
-from ..build import REPRODUCIBLE, first_errors
+from ..build import first_errors, make_argv, make_box, make_env
+from ..cache import Cache
 from ..errors import EXIT_FAIL, BuildError
 from ..plan import BuildSpec
 
@@ -100,21 +101,19 @@ def plan(tree: Path, objdir: Path, changed: list[str]) -> Quick | str:
                  tuple(sorted(targets)), tuple(changed))
 
 
-def build(tree: Path, objdir: Path, quick: Quick, spec: BuildSpec, out: Path,
-          log: Path) -> dict[str, Path]:
-    """Build the modules; {module file name: stripped copy in `out`}."""
+def build(tree: Path, objdir: Path, quick: Quick, spec: BuildSpec, cache: Cache,
+          out: Path, log: Path) -> dict[str, Path]:
+    """Build the modules (in the build's sandbox); {module file name: stripped
+    copy in `out`}."""
     symvers = objdir / "Module.symvers"
     saved = out / "Module.symvers.whole"
     out.mkdir(parents=True, exist_ok=True)
     shutil.copy2(symvers, saved)
-    argv = ["make", f"O={objdir}", f"-j{spec.jobs or os.cpu_count() or 1}", *REPRODUCIBLE,
-            "KBUILD_MODPOST_WARN=1"]
-    if spec.ccache and shutil.which("ccache"):
-        argv.append("CC=ccache gcc")
     log.unlink(missing_ok=True)
     try:
-        done = proc.run([*argv, *quick.targets], cwd=tree, timeout=spec.timeout, log=log,
-                        error=BuildError)
+        done = proc.run(make_argv(objdir, spec, "KBUILD_MODPOST_WARN=1", *quick.targets),
+                        cwd=tree, timeout=spec.timeout, log=log, error=BuildError,
+                        env=make_env(cache), box=make_box(tree, objdir, cache))
     finally:
         shutil.copy2(saved, symvers)
     text = log.read_text(errors="replace")

@@ -135,7 +135,7 @@ def _fast(state: Run, entry: registry.KeptRun, old: build.KernelBuild
             state.say(f"{found}: the whole build")
             return None
         with state.stages("build") as info:
-            built = quick.build(tree.path, objdir, found, plan.build,
+            built = quick.build(tree.path, objdir, found, plan.build, state.cache,
                                 state.run_dir / "modules", state.logs / "make.log")
             info.note = f"modules only: {', '.join(Path(t).stem for t in found.targets)}"
         order = (objdir / "modules.order").read_text() if (objdir / "modules.order").exists() \

@@ -14,7 +14,7 @@ import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .. import proc
+from .. import proc, sandbox
 from ..cache import Cache, digest, file_digest
 from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, ConfigError
 from ..inputs import quote
@@ -131,9 +131,12 @@ def analyse_with(db: KconfigDB, merged: Path, values: dict[str, str],
 def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
                  fragments: list[Path], log: Path) -> None:
     tree, objdir = tree.resolve(), objdir.resolve()     # merge_config.sh runs in objdir
+    # the tree's make and scripts, in the sandbox: writable only the objdir
+    box = sandbox.for_tree(tree, write=[objdir], read=fragments, what="kconfig")
+
     def make(*targets: str) -> None:
         result = proc.run(["make", "-s", f"O={objdir}", *targets], cwd=tree,
-                          timeout=900, log=log, error=ConfigError)
+                          timeout=900, log=log, error=ConfigError, box=box)
         if not result.ok:
             raise ConfigError(f"make {' '.join(targets)} failed in {tree}; see {log}", EXIT_INFRA)
 
@@ -149,7 +152,7 @@ def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
     # ./.tmp.config.* into the current directory (with -m it runs no make)
     merged = proc.run([tree / "scripts/kconfig/merge_config.sh", "-m", "-O", objdir,
                        objdir / ".config", *extra, *fragments], cwd=objdir,
-                      timeout=300, log=log, error=ConfigError)
+                      timeout=300, log=log, error=ConfigError, box=box)
     if not merged.ok:
         raise ConfigError(f"merge_config.sh failed for {', '.join(map(str, fragments))}"
                           f"; see {log}", EXIT_INFRA)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Union
 
-from .. import proc
+from .. import proc, sandbox
 from ..errors import EXIT_INFRA, ConfigError
 
 DUMP_SOURCE = Path(__file__).with_name("dump.c")
@@ -163,6 +163,8 @@ class KconfigTool:
         tag = hashlib.sha256(DUMP_SOURCE.read_bytes()).hexdigest()[:12]
         self.binary = self.objdir / f"scripts/kconfig/harness-kconfig-dump-{tag}"
         self._env: dict[str, str] | None = None
+        # the tree's make, its Kconfig parser and macros run in the sandbox
+        self.box = sandbox.for_tree(self.tree, write=[self.objdir], what="kconfig")
 
     def env(self) -> dict[str, str]:
         """The environment `make` gives scripts/kconfig/conf (ARCH, SRCARCH, CC,
@@ -172,7 +174,7 @@ class KconfigTool:
         if self._env is None:
             out = self.objdir / "harness-kconfig.env"
             result = proc.run(env_command(self.objdir, out),
-                              cwd=self.tree, timeout=300, error=ConfigError)
+                              cwd=self.tree, timeout=300, error=ConfigError, box=self.box)
             if not result.ok or not out.exists():
                 raise ConfigError(f"could not read the Kconfig environment of {self.tree}:"
                                   f"\n{result.tail()}", EXIT_INFRA)
@@ -194,7 +196,8 @@ class KconfigTool:
         result = proc.run([cc, "-O1", "-w", "-o", scratch,
                            f"-I{self.tree}/scripts/kconfig", f"-I{self.tree}/scripts/include",
                            f"-I{self.objdir}/scripts/kconfig", DUMP_SOURCE, *objects],
-                          timeout=300, log=self.log, error=ConfigError)
+                          timeout=300, log=self.log, error=ConfigError,
+                          box=self.box.plus(read=[DUMP_SOURCE]))
         if not result.ok:
             raise ConfigError(f"building {DUMP_SOURCE.name} against {self.tree}'s Kconfig "
                               f"parser failed (see {self.log})", EXIT_INFRA)
@@ -204,7 +207,7 @@ class KconfigTool:
     def open(self) -> "KconfigDB":
         """A session with the tree's parser (Kconfig parsed once, ~3.5 s)."""
         log = self.log or self.objdir / "harness-kconfig.log"
-        return KconfigDB(DumpProcess(self.build(), self.objdir, self.env(), log))
+        return KconfigDB(DumpProcess(self.build(), self.objdir, self.env(), log, self.box))
 
 
 # seconds the dump helper may take for one answer (parsing Kconfig first: a
@@ -215,9 +218,10 @@ ANSWER_TIMEOUT = 120.0
 class DumpProcess:
     """The dump binary behind a pipe: one command line in, one JSON line out."""
 
-    def __init__(self, binary: Path, cwd: Path, env: dict[str, str], log: Path):
+    def __init__(self, binary: Path, cwd: Path, env: dict[str, str], log: Path,
+                 box: sandbox.Box | None = None):
         # run where conf runs (the object directory): the tree is never written
-        self._proc = proc.spawn_pipe([binary, "Kconfig"], cwd=cwd, env=env, log=log)
+        self._proc = proc.spawn_pipe([binary, "Kconfig"], cwd=cwd, env=env, log=log, box=box)
         self.log = log
         self._answer(None)      # the "ready" line: Kconfig parsed
 

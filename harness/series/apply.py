@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import email
 import email.policy
+import os
 import re
 import shutil
 import sys
@@ -21,7 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from .. import proc
+from .. import proc, sandbox
 from ..errors import EXIT_BAD_INPUT, SeriesError
 from ..inputs import as_name, check_name, inside, load_yaml, quote, read_bytes
 from ..plan import PROJECT_ROOT
@@ -218,6 +219,12 @@ def _split_mbox(path: Path, workdir: Path, log: Path) -> list[PatchFile]:
     return patches
 
 
+def _git_config() -> list[Path]:
+    """The user's global git configuration file, when there is one."""
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "git/config"
+    return [p for p in (Path.home() / ".gitconfig", xdg) if p.is_file()][:1]
+
+
 def _from_b4(msgid: str, workdir: Path, log: Path) -> SeriesSpec:
     # installed with the harness (next to its python), else from PATH
     beside = Path(sys.executable).parent / "b4"
@@ -226,8 +233,15 @@ def _from_b4(msgid: str, workdir: Path, log: Path) -> SeriesSpec:
         raise SeriesError(f"series {msgid}: fetching a message-id needs b4 "
                           "(pip install b4)", EXIT_BAD_INPUT)
     out = Path(tempfile.mkdtemp(prefix="b4-", dir=workdir)).absolute()
-    result = proc.run([b4, "am", "-o", out, "--", msgid],
-                      timeout=120, log=log, error=SeriesError)
+    # b4 parses the mailed thread: in a sandbox that keeps the network (it
+    # fetches) and writes only its output directory; the user's git
+    # configuration (b4.* settings) read-only, nothing else of the home
+    config = _git_config()
+    box = sandbox.Box(read=(*sandbox.python_paths(), Path(b4).resolve().parent, *config),
+                      write=(out,), network=True, what="b4")
+    result = proc.run([b4, "am", "-o", out, "--", msgid], timeout=120, log=log,
+                      error=SeriesError, box=box,
+                      env={"GIT_CONFIG_GLOBAL": str(config[0])} if config else None)
     mboxes = sorted(out.glob("*.mbx"))
     if not result.ok or not mboxes:
         raise SeriesError(f"series {msgid}: `b4 am` could not fetch it (no network, or "

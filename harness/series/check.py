@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-from .. import build, kconfig, proc
+from .. import build, kconfig, proc, sandbox
 from ..cache import Cache
 from ..errors import EXIT_FAIL, SeriesError
 from ..plan import Plan
@@ -71,9 +71,11 @@ def checkpatch(tree: Path, patch: Path, log: Path) -> list[str]:
     script = tree / "scripts/checkpatch.pl"
     if not script.exists():
         return []
+    # the tree's own script, on a mailed patch: in the sandbox, reading both
     result = proc.run(["perl", script, "--strict", "--terse", "--show-types", "--showfile",
                        "--no-summary", "--color=never", patch],
-                      cwd=tree, timeout=600, error=SeriesError)
+                      cwd=tree, timeout=600, error=SeriesError,
+                      box=sandbox.for_tree(tree, read=[patch], what="checkpatch.pl"))
     with open(log, "a") as f:
         f.write(f"$ checkpatch.pl --strict {patch.name}\n{result.stdout}{result.stderr}\n")
     findings = []
@@ -115,7 +117,7 @@ class PatchChecker:
         earlier series) and learn its warnings."""
         self.ledger.add([w for w in (_split_known(k, tree.path) for k in known_warnings)
                          if w])
-        ok, text = build.incremental(tree.path, self.objdir, self.plan.build,
+        ok, text = build.incremental(tree.path, self.objdir, self.plan.build, self.cache,
                                      self.logs / "0000-base-make.log")
         if not ok:
             raise SeriesError(f"the base tree does not build ({tree.origin}); first errors:\n"
@@ -135,7 +137,7 @@ class PatchChecker:
             report.config_changes = [ConfigChange(s, a, b)
                                      for s, a, b in kconfig.diff(self.config_values, values)]
             self.config_values = values
-        ok, text = build.incremental(tree.path, self.objdir, self.plan.build,
+        ok, text = build.incremental(tree.path, self.objdir, self.plan.build, self.cache,
                                      self.logs / f"{stem}-make.log")
         report.builds = ok
         if not ok:

@@ -311,7 +311,7 @@ def test_the_build_and_config_keys_change_with_the_edits(user, tmp_path, monkeyp
     kconfig_edit = dataclasses.replace(clean, diff_hash="ef" * 16, kconfig_hash="12" * 16)
 
     def build_key(tree):
-        def record(tree, config, objdir, make, spec, cache, key, log):
+        def record(tree, config, objdir, spec, cache, key, log):
             raise Key(key)
         monkeypatch.setattr(build, "_build_into_cache", record)
         monkeypatch.setattr(build, "compiler_id", lambda cc="gcc": "gcc 14")
@@ -357,18 +357,19 @@ def test_merge_config_runs_outside_the_checkout(user, tmp_path):
     the current directory (removed by a trap, left behind by a SIGKILL): it
     must run in the object directory. A stand-in does what it does."""
     script = user / "scripts/kconfig/merge_config.sh"
+    objdir = tmp_path / "obj"
     # the probe's path in the script: the children's environment is an
-    # allowlist, a variable of the test's own would not reach it
-    script.write_text(f"#!/bin/sh\npwd > '{tmp_path / 'cwd'}'\n"
+    # allowlist, a variable of the test's own would not reach it; and it runs
+    # in the sandbox, where only the object directory is writable
+    script.write_text(f"#!/bin/sh\npwd > '{objdir / 'cwd'}'\n"
                       "mktemp ./.tmp.config.XXXXXXXXXX\n")
     script.chmod(0o755)
     (user / "Makefile").write_text("olddefconfig:\n\t@true\n")
     base = tmp_path / "base.config"
     base.write_text("CONFIG_X=y\n")
-    objdir = tmp_path / "obj"
     objdir.mkdir()
     kconfig_configure._make_config(user, objdir, "file", base, [], tmp_path / "k.log")
-    assert (tmp_path / "cwd").read_text().strip() == str(objdir)
+    assert (objdir / "cwd").read_text().strip() == str(objdir)
     assert list(objdir.glob(".tmp.config.*")) and not list(user.glob(".tmp.config.*"))
 
 
