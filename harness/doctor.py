@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -10,9 +11,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import proc
+from . import proc, sandbox
 from .cache import default_root
-from .errors import EXIT_INFRA, EXIT_PASS
+from .errors import EXIT_INFRA, EXIT_PASS, HarnessError
 from .vm.accel import QEMU, probe_kvm
 
 # tool -> Debian package that provides it
@@ -21,7 +22,8 @@ TOOLS = {
     "mmdebstrap": "mmdebstrap", "mkfs.ext4": "e2fsprogs", "ssh-keygen": "openssh-client",
     "gcc": "gcc", "make": "make", "flex": "flex", "bison": "bison", "bc": "bc",
     "git": "git", "dpkg-deb": "dpkg", "apt-get": "apt", "depmod": "kmod",
-    "ccache": "ccache", "xz": "xz-utils",
+    "ccache": "ccache", "xz": "xz-utils", "bwrap": "bubblewrap", "setpriv": "util-linux",
+    "newuidmap": "uidmap",
 }
 HEADERS = {"libelf.h": "libelf-dev", "openssl/ssl.h": "libssl-dev"}
 MIN_FREE_GB = 20
@@ -43,7 +45,8 @@ def _tools() -> list[Check]:
         path = shutil.which(tool) or next((p for p in (f"/sbin/{tool}", f"/usr/sbin/{tool}")
                                            if os.path.exists(p)), None)
         checks.append(Check(tool, path is not None, path or "not found",
-                            f"apt-get install {package}", tool != "ccache"))
+                            f"apt-get install {package}",
+                            tool not in ("ccache", "newuidmap")))
     for header, package in HEADERS.items():
         found = any(Path(d, header).exists() for d in ("/usr/include",
                                                         "/usr/include/x86_64-linux-gnu"))
@@ -77,11 +80,38 @@ def _kvm() -> Check:
 
 
 def _privileges() -> Check:
-    if os.geteuid() == 0:
-        return Check("privileges", True, "root: guest images can be built")
-    return Check("privileges", False, "not root: kernel builds and TCG guests work, "
-                 "but a guest image that is not cached yet cannot be built",
-                 "build the image once as root with the same HARNESS_CACHE", False)
+    drop = sandbox.user()
+    if drop is not None:
+        return Check("privileges", True, f"root: builds and guests run sandboxed as uid "
+                     f"{drop[0]} ({sandbox.SANDBOX_USER} when bootstrap.sh made it); running "
+                     "as an ordinary user is recommended", "", False)
+    name = pwd.getpwuid(os.getuid()).pw_name
+    ids = [line for f in ("/etc/subuid", "/etc/subgid") if os.path.exists(f)
+           for line in Path(f).read_text().splitlines() if line.split(":")[0] in
+           (name, str(os.getuid()))]
+    if len(ids) >= 2:
+        return Check("privileges", True, f"user {name}: subordinate ids in /etc/subuid and "
+                     "/etc/subgid: guest images are built in a user namespace")
+    return Check("privileges", False, f"user {name} has no subordinate ids in /etc/subuid "
+                 "and /etc/subgid: guest images fall back to mmdebstrap's fakechroot mode",
+                 "run ./bootstrap.sh (it asks sudo) or `usermod --add-subuids ... "
+                 "--add-subgids ...`", False)
+
+
+def _sandbox() -> Check:
+    """A sandbox made and a program run in it, as builds and guests will."""
+    if not sandbox.enabled():
+        return Check("sandbox", False, "HARNESS_SANDBOX=none: builds and guests run "
+                     "unconfined, with your rights", "unset HARNESS_SANDBOX", False)
+    try:
+        done = proc.run(["true"], timeout=30, box=sandbox.Box(what="doctor"))
+    except HarnessError as exc:
+        return Check("sandbox", False, exc.message, "./bootstrap.sh installs bubblewrap")
+    if not done.ok:
+        return Check("sandbox", False, f"bwrap could not make a sandbox: {done.tail(2)}",
+                     "allow unprivileged user namespaces (sysctl "
+                     "kernel.unprivileged_userns_clone=1) or set HARNESS_SANDBOX=none")
+    return Check("sandbox", True, "bwrap: no network, private /tmp, the tree read-only")
 
 
 def _disk() -> Check:
@@ -97,7 +127,6 @@ def _libvirt() -> Check:
     if shutil.which("libvirtd") is None:
         return Check("libvirt", False, "not installed (only vm.backend=libvirt needs it)",
                      "./bootstrap.sh (apt-get install libvirt-daemon-system)", False)
-    from .errors import HarnessError
     from .vm import libvirt
     try:
         conn = libvirt.connect(libvirt.DEFAULT_URI)
@@ -110,7 +139,7 @@ def _libvirt() -> Check:
 
 
 def checks() -> list[Check]:
-    result = _tools() + [_kvm(), _privileges(), _disk(), _libvirt()]
+    result = _tools() + [_sandbox(), _kvm(), _privileges(), _disk(), _libvirt()]
     qemu = shutil.which("qemu-system-x86_64")
     if qemu:
         version = proc.run([qemu, "--version"], timeout=30).stdout.splitlines()[:1]

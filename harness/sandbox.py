@@ -177,9 +177,12 @@ def argv(box: Box, command: Sequence[str], cwd: str | os.PathLike | None) -> lis
         out += ["--chdir", os.path.abspath(cwd)]
     if drop is not None:
         uid, gid = drop
+        # the groups that open the box's devices (/dev/kvm: kvm), else none
+        groups = sorted({os.stat(d).st_gid for d in box.devices if os.path.exists(d)} - {0})
         out += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--",
                 shutil.which("setpriv") or "setpriv", f"--reuid={uid}", f"--regid={gid}",
-                "--clear-groups", "--inh-caps=-all", "--no-new-privs"]
+                f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups",
+                "--inh-caps=-all", "--no-new-privs"]
     return [*out, "--", *map(str, command)]
 
 

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc
+from .. import proc, sandbox
 from ..cache import Cache, digest, write_atomic
 from ..errors import EXIT_INFRA, BootError
 
@@ -52,6 +52,12 @@ def _read_memo(memo: Path) -> dict | None:
     return known
 
 
+# QEMU's own seccomp filter on every guest: no obsolete system calls, no
+# setuid/setgid or capabilities, no fork/exec, no scheduler or CPU-affinity
+# changes
+SECCOMP = "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"
+
+
 def memo_path(cache: Cache) -> Path:
     """Where the probe's verdict is kept: whether KVM works is a property of
     this host boot and of QEMU, not of the kernel under test, so one probe
@@ -62,13 +68,18 @@ def memo_path(cache: Cache) -> Path:
 def probe_kvm(bzimage: Path, workdir: Path, timeout: float) -> tuple[bool, str]:
     """Boot the kernel under KVM without a disk; the banner within `timeout`
     seconds means KVM works."""
+    workdir = workdir / "kvm-probe"
+    workdir.mkdir(parents=True, exist_ok=True)
     console = workdir / "kvm-probe-console.log"
     console.unlink(missing_ok=True)
+    # confined as the nodes' QEMU is, so the probe answers for them
+    box = sandbox.Box(read=(Path(bzimage),), write=(workdir,), devices=(Path("/dev/kvm"),),
+                      what="QEMU (KVM probe)")
     qemu = proc.spawn([QEMU, "-accel", "kvm", "-m", "256", "-nodefaults",
                        "-no-user-config", "-display", "none", "-no-reboot",
                        "-serial", f"file:{console}", "-kernel", bzimage,
-                       "-append", "console=ttyS0 panic=-1"],
-                      log=workdir / "kvm-probe-qemu.log")
+                       "-append", "console=ttyS0 panic=-1", "-sandbox", SECCOMP],
+                      log=workdir / "kvm-probe-qemu.log", box=box)
     deadline = time.monotonic() + timeout
     try:
         while time.monotonic() < deadline:

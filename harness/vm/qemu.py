@@ -15,9 +15,9 @@ from pathlib import Path
 
 from qemu.qmp import QMPClient
 
-from .. import proc
+from .. import proc, sandbox
 from . import NodeSpec, free_port
-from .accel import QEMU
+from .accel import QEMU, SECCOMP
 from .node import (QUIET_DEVICES, BootConfig, Node, cmdline,  # noqa: F401 (their home
                    extra_device_args)                          # was here)
 
@@ -43,8 +43,25 @@ def qemu_argv(node: NodeSpec, boot: BootConfig, overlay: Path, node_dir: Path,
         "-device", f"virtio-net-pci,netdev=mgmt,mac={node.mgmt_mac}",
         "-netdev", l2, "-device", f"virtio-net-pci,netdev=l2,mac={node.l2_mac}",
         "-device", "virtio-rng-pci",
+        "-sandbox", SECCOMP,
         *extra_device_args(boot.extra_devices, node, node_dir),
     ]
+
+
+def qemu_box(boot: BootConfig, node_dir: Path, sockets: Path) -> sandbox.Box:
+    """QEMU's sandbox: it reads the kernel, the base disk (its overlay's
+    backing file) and the modules disk; writes only its node directory
+    (overlay, console, extra disks) and its QMP socket's directory; keeps the
+    host network (user networking, the L2 on 127.0.0.1); /dev/kvm when it
+    accelerates. As root, it runs as the sandbox user (sandbox.user()): -runas
+    would need elevateprivileges=children, the bwrap+setpriv start needs none."""
+    read = [boot.kernel.bzimage, boot.image.disk, boot.modules_disk]
+    if boot.firmware and Path(boot.firmware).is_absolute():
+        read.append(Path(boot.firmware))
+    kvm = Path("/dev/kvm")
+    devices = (kvm,) if "kvm" in boot.accel and kvm.exists() else ()
+    return sandbox.Box(read=tuple(read), write=(node_dir, sockets), network=True,
+                       devices=devices, what="QEMU")
 
 
 # seconds for each QMP step (connect and greeting, the command, the goodbye)
@@ -86,7 +103,8 @@ class QemuNode(Node):
             argv = qemu_argv(self.spec, self.boot, overlay, self.dir, self.qmp)
             # the reproducer bundle: how this node was started
             (self.dir / "qemu-cmdline.txt").write_text(shlex.join(map(str, argv)) + "\n")
-            self.popen = proc.spawn(argv, log=self.qemu_log)
+            self.popen = proc.spawn(argv, log=self.qemu_log,
+                                    box=qemu_box(self.boot, self.dir, self._sockdir))
             time.sleep(0.5)
             if self.popen.poll() is None or not self._port_race():
                 return
