@@ -4,7 +4,13 @@
   harness   a QemuNode of the quickstart kernel and image: overlay made, QEMU
             started -> first SSH command (`true`) answered (harness init, sshd).
             In-process: the harness CLI's own start-up and cache checks are not in
-            it, nor the guest's shutdown after the answer.
+            it, nor the guest's shutdown after the answer. QEMU confined as every
+            run's is: in bubblewrap (as harness-sandbox when root) and under
+            `-sandbox on,obsolete=deny,elevateprivileges=deny,spawn=deny,
+            resourcecontrol=deny`.
+  harness-unconfined  the same boot with neither (HARNESS_SANDBOX=none and
+            `-sandbox off`): what the confinement costs, as the ratio
+            harness / harness-unconfined.
   harness-cli  the same through the commands a developer types: `harness boot` of
             the quickstart plan with one node (its stages: source, series,
             kconfig, build, image from the cache, the boot) until it returns, then
@@ -42,6 +48,7 @@ Prints median seconds, the ratio of each to vng's, and every run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -55,6 +62,7 @@ import time
 from pathlib import Path
 
 from harness import image, pipeline, plan as plan_mod, proc
+from harness.vm import qemu as qemu_backend
 from harness.cache import Cache, write_atomic
 from harness.pipeline import Run, Stages
 from harness.plan import VmSpec
@@ -170,6 +178,26 @@ def harness_boot(kb, img, moddisk, accel: AccelChoice, out: Path) -> float:
         node.stop()
 
 
+@contextlib.contextmanager
+def unconfined():
+    """QEMU as the harness started it before the sandbox: no bwrap, -sandbox off."""
+    saved, before = os.environ.get("HARNESS_SANDBOX"), qemu_backend.SECCOMP
+    os.environ["HARNESS_SANDBOX"], qemu_backend.SECCOMP = "none", "off"
+    try:
+        yield
+    finally:
+        qemu_backend.SECCOMP = before
+        if saved is None:
+            os.environ.pop("HARNESS_SANDBOX", None)
+        else:
+            os.environ["HARNESS_SANDBOX"] = saved
+
+
+def harness_unconfined_boot(kb, img, moddisk, accel: AccelChoice, out: Path) -> float:
+    with unconfined():
+        return harness_boot(kb, img, moddisk, accel, out)
+
+
 def harness_cli_boot(out: Path) -> float:
     harness = [sys.executable, "-m", "harness"]
     start = time.monotonic()
@@ -251,14 +279,14 @@ def table(figures: dict[str, list[float | None]]) -> tuple[dict, dict, list[str]
                if (ok := [x for x in r if x is not None])}
     base = medians.get("vng")
     ratios = {w: (m / base if base else None) for w, m in medians.items()}
-    lines = [f"{'what':11} {'seconds':>8} {'ratio-to-vng':>13}  runs (s)"]
+    lines = [f"{'what':18} {'seconds':>8} {'ratio-to-vng':>13}  runs (s)"]
     for what, runs in figures.items():
         shown = " ".join("failed" if r is None else f"{r:.2f}" for r in runs)
         if what not in medians:
-            lines.append(f"{what:11} {'-':>8} {'-':>13}  {shown or '(not run)'}")
+            lines.append(f"{what:18} {'-':>8} {'-':>13}  {shown or '(not run)'}")
             continue
         ratio = f"{ratios[what]:.2f}" if ratios[what] is not None else "-"
-        lines.append(f"{what:11} {medians[what]:8.2f} {ratio:>13}  {shown}")
+        lines.append(f"{what:18} {medians[what]:8.2f} {ratio:>13}  {shown}")
     return medians, ratios, lines
 
 
@@ -277,6 +305,8 @@ def main() -> None:
     try:
         kb, img, moddisk, accel, source, commit = prepare(work, cache)
         boots = {"harness": lambda out: harness_boot(kb, img, moddisk, accel, out),
+                 "harness-unconfined":
+                     lambda out: harness_unconfined_boot(kb, img, moddisk, accel, out),
                  "harness-cli": lambda out: harness_cli_boot(out),
                  "bare": lambda out: bare_boot(kb, img, accel, out)}
         vng: dict = {}
@@ -293,7 +323,8 @@ def main() -> None:
         names = list(boots)
         load = [os.getloadavg()[0]]
         figures: dict[str, list[float | None]] = {
-            name: [] for name in ("harness", "harness-cli", "bare", "vng", "vng-9p")}
+            name: [] for name in ("harness", "harness-unconfined", "harness-cli", "bare",
+                                  "vng", "vng-9p")}
         warmup = [timed(name, boots[name], work / f"{name}-warmup")   # caches warm
                   for name in names]
         for rep in range(args.repeat):
@@ -310,6 +341,10 @@ def main() -> None:
               f"{os.cpu_count()} host cores, load average {load[0]:.1f} at the start, "
               f"{load[1]:.1f} at the end")
         print("\n".join(lines))
+        confinement = (medians["harness"] / medians["harness-unconfined"]
+                       if {"harness", "harness-unconfined"} <= set(medians) else None)
+        if confinement is not None:
+            print(f"confined / unconfined (bwrap + QEMU -sandbox): {confinement:.2f}")
         if args.json:
             write_atomic(args.json, json.dumps({
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
@@ -324,6 +359,8 @@ def main() -> None:
                 "median": {w: round(m, 3) for w, m in medians.items()},
                 "ratio_to_vng": {w: (round(r, 3) if r is not None else None)
                                  for w, r in ratios.items()},
+                "confined_to_unconfined": (round(confinement, 3)
+                                           if confinement is not None else None),
             }, indent=2) + "\n")
     except BaseException:
         print(f"bench/boot.py: logs kept in {work}", file=sys.stderr)
