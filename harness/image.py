@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import yaml
 
+from . import sandbox
 from .source.apt import host_mirror
 from .cache import Cache, digest
 from .errors import EXIT_BAD_INPUT, EXIT_INFRA, ImageError
@@ -31,6 +32,7 @@ RECIPE_DIR = PROJECT_ROOT / "vm-images"
 INIT_SCRIPT = RECIPE_DIR / "files" / "harness-init"
 GUEST_INIT = "/sbin/harness-init"
 DISK_MODE = 0o400        # the base disk holds the guest's SSH host private key
+SHARED_DISK_MODE = 0o440  # as root: also the sandbox user's group (sandbox.share_read)
 # bump when the way an image is built changes, so cached images are rebuilt
 IMAGE_FORMAT = 2
 
@@ -215,8 +217,11 @@ def _owner_only(entry: Path) -> None:
     tightens an entry an older harness cached world-readable."""
     for path, mode in ((entry, 0o700), (entry / "disk.img", DISK_MODE)):
         with contextlib.suppress(FileNotFoundError, PermissionError):  # another user's
-            if stat.S_IMODE(path.stat().st_mode) != mode:
+            if stat.S_IMODE(path.stat().st_mode) not in (mode, SHARED_DISK_MODE):
                 path.chmod(mode)
+    with contextlib.suppress(FileNotFoundError, PermissionError):
+        # root: the sandboxed QEMU (harness-sandbox) reads it through its group
+        sandbox.share_read(entry / "disk.img")
 
 
 def _mmdebstrap(recipe: Recipe, mirror: str, tree: Path, log: Path) -> None:
