@@ -7,6 +7,12 @@ harness is killed. Its <metadata> names the run, the controller host, the
 pid and an expiry, for `harness gc` (vm/gc.py) to find what a crashed
 controller left when autodestroy could not apply.
 
+Run as root on the local system URI, a domain is labelled by libvirt itself
+(a dynamic DAC seclabel): QEMU runs as qemu.conf's user (libvirt-qemu), not
+root, and reads its files from a staging directory that user can reach
+(vm/dac.py). Another user's QEMU runs as that user, a session URI's as its
+own; a remote host's still as root there (its pool, vm/staging.py).
+
 A libvirt failure is an infrastructure error (exit 3) quoting libvirt's
 message and naming the URI."""
 from __future__ import annotations
