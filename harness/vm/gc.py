@@ -5,12 +5,14 @@ a way libvirtd noticed, or was started another way. Every harness domain
 carries <metadata> (vm/domain.xml.j2): run id, controller host, pid, start
 time, expiry. A domain is garbage when its expiry has passed, when it is
 older than --older-than, or when its controller is this host and its pid is
-gone."""
+gone. So are the staging directories (vm/dac.py) of such runs on this host
+once none of their domains is left."""
 from __future__ import annotations
 
 import argparse
 import datetime
 import os
+import shutil
 import socket
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -20,8 +22,9 @@ from rich.console import Console
 from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError
 from ..inputs import arg_type, duration
 from ..results.safe import printable
+from . import dac
 from .libvirt import DEFAULT_URI, METADATA_NS, _libvirt, connect
-from .remote import uri_option
+from .remote import parse, uri_option
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ def judge(found: Leftover, now: datetime.datetime, older_than: datetime.timedelt
     return ""
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -101,10 +104,27 @@ def collect(uri: str, older_than: datetime.timedelta | None,
         found = read_metadata(domain.XMLDesc())
         if found is None:
             continue
-        why = judge(found, now, older_than, host, _pid_alive)
+        why = judge(found, now, older_than, host, pid_alive)
         if why:
             garbage.append((domain, Leftover(**{**found.__dict__, "why": why})))
     return garbage
+
+
+def staging_garbage(uri: str, older_than: datetime.timedelta | None,
+                    now: datetime.datetime | None = None) -> list[tuple[dac.Leftover, str]]:
+    """(leftover, why) of the staging directories of dead runs whose domains
+    at `uri` are gone; none for a URI whose domains are not staged here."""
+    address = parse(uri)
+    if not dac.applies(uri, address.remote, address.session):
+        return []
+    now = now or datetime.datetime.now(datetime.timezone.utc)
+    conn = connect(uri)
+    try:
+        names = {d.name() for d in conn.listAllDomains()}
+    finally:
+        conn.close()
+    return dac.garbage(dac.ROOT, names.__contains__,
+                       lambda found: dac.judged(found, now, older_than))
 
 
 def gc_command(args: argparse.Namespace, console: Console) -> int:
@@ -129,6 +149,12 @@ def gc_command(args: argparse.Namespace, console: Console) -> int:
                         continue
                 console.print(printable(f"{verb} {found.name} on {uri} (run {found.run_id}, "
                                         f"{found.why})"), soft_wrap=True, highlight=False)
+            for left, why in staging_garbage(uri, older_than):
+                verb = "would remove" if args.dry_run else "removed"
+                if not args.dry_run:
+                    shutil.rmtree(left.path, ignore_errors=True)
+                console.print(printable(f"{verb} staging {left.path} (run {left.run_id}, "
+                                        f"{why})"), soft_wrap=True, highlight=False)
         return code
     except HarnessError as exc:
         console.print(f"error: {printable(str(exc))}")

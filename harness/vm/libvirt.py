@@ -7,6 +7,12 @@ harness is killed. Its <metadata> names the run, the controller host, the
 pid and an expiry, for `harness gc` (vm/gc.py) to find what a crashed
 controller left when autodestroy could not apply.
 
+Run as root on the local system URI, a domain is labelled by libvirt itself
+(a dynamic DAC seclabel): QEMU runs as qemu.conf's user (libvirt-qemu), not
+root, and reads its files from a staging directory that user can reach
+(vm/dac.py). Another user's QEMU runs as that user, a session URI's as its
+own; a remote host's still as root there (its pool, vm/staging.py).
+
 A libvirt failure is an infrastructure error (exit 3) quoting libvirt's
 message and naming the URI."""
 from __future__ import annotations
@@ -26,7 +32,7 @@ import jinja2
 from ..errors import EXIT_INFRA, BootError, PlanError
 from ..inputs import check_name
 from ..results.model import StagedFile
-from . import ExtraDevices, NodeSpec, free_port, remote, staging
+from . import ExtraDevices, NodeSpec, dac, free_port, remote, staging
 from .accel import QEMU
 from .node import BootConfig, Node, cmdline, extra_device_args
 
@@ -85,31 +91,39 @@ def _qemu_args(spec: NodeSpec, extra: tuple[ExtraDevices, ...], node_dir: Path) 
 def domain_xml(spec: NodeSpec, boot: BootConfig, node_dir: Path, overlay: Path | None,
                run_id: str, now: datetime.datetime | None = None,
                staged: dict[str, str] | None = None, session: bool = False,
-               passthrough: tuple = ()) -> str:
-    """The node's domain. Local: the kernel and modules disk from the cache,
-    `overlay` as its root disk, the console a file of the run directory.
+               passthrough: tuple = (), local: dac.NodeFiles | None = None) -> str:
+    """The node's domain. `local` (root on the local system URI, vm/dac.py):
+    the node's staged kernel, overlay and disks, labelled by libvirt, QEMU as
+    libvirt's own user, the console a file of the run directory (libvirtd
+    opens it). Otherwise local (another user): the kernel and modules disk
+    from the cache, `overlay` as its root disk, QEMU as that user.
     `staged` (a remote host: role -> volume path there, vm/staging.py): those
     files from the host's pool, the base disk as a transient disk, the console
     a pty read over a libvirt stream, QEMU as root and libvirt's own emulator.
     A `session` URI's QEMU runs as its user: no seclabel. `passthrough`: the
     node's host PCI devices (vfio.Passthrough), as <hostdev> elements libvirt
-    binds to vfio-pci when the domain starts."""
+    binds to vfio-pci (and gives QEMU's user) when the domain starts."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     firmware = boot.firmware
     loader = "" if not firmware else str(firmware if "/" in firmware else FIRMWARE_DIR / firmware)
+    files_dir = node_dir
     if staged:
         files = dict(kernel=staged["kernel"], root=staged["rootfs"], root_format="raw",
                      root_transient=True, modules_disk=staged["modules"], console="",
-                     uid=0, gid=0, emulator="")
+                     dac="static", uid=0, gid=0, emulator="", base="")
     else:
         files = dict(kernel=boot.kernel.bzimage, root=overlay, root_format="qcow2",
                      root_transient=False, modules_disk=boot.modules_disk,
-                     console=node_dir / "console.log", uid=os.getuid(), gid=os.getgid(),
-                     emulator=shutil.which(QEMU) or QEMU)
+                     console=node_dir / "console.log", dac="static", uid=os.getuid(),
+                     gid=os.getgid(), emulator=shutil.which(QEMU) or QEMU, base="")
+        if local is not None:
+            files.update(kernel=local.kernel, root=local.overlay, modules_disk=local.modules,
+                         base=local.base, dac="dynamic")
+            files_dir = local.dir
     if session:
-        files.update(uid=None, gid=None)
+        files.update(dac="")
     return _TEMPLATE.get_template("domain.xml.j2").render(
-        domain_type="kvm" if boot.accel == "kvm" else "qemu",
+        domain_type=_domain_type(boot),
         name=domain_name(run_id, spec.name), metadata_ns=METADATA_NS, run_id=run_id,
         node=spec.name, controller=socket.gethostname(), pid=os.getpid(),
         started=now.isoformat(timespec="seconds"),
@@ -117,8 +131,31 @@ def domain_xml(spec: NodeSpec, boot: BootConfig, node_dir: Path, overlay: Path |
         memory_mb=spec.memory_mb, cpus=spec.cpus, machine=boot.machine, loader=loader,
         cmdline=cmdline(spec, boot), l2_mac=spec.l2_mac, l2_local_port=spec.l2_local_port,
         l2_remote_port=spec.l2_remote_port,
-        qemu_args=_qemu_args(spec, boot.extra_devices, node_dir), passthrough=passthrough,
+        qemu_args=_qemu_args(spec, boot.extra_devices, files_dir), passthrough=passthrough,
         **files)
+
+
+def _domain_type(boot: BootConfig) -> str:
+    return "kvm" if boot.accel == "kvm" else "qemu"
+
+
+def stage_locally(conn, run_id: str, node: str, boot: BootConfig) -> dac.NodeFiles:
+    """The node's files where libvirt's QEMU user reaches them (vm/dac.py)."""
+    libvirt = _libvirt()
+
+    def running(name: str) -> bool:
+        try:
+            conn.lookupByName(name)
+        except libvirt.libvirtError:
+            return False
+        return True
+    try:
+        capabilities = conn.getCapabilities()
+    except libvirt.libvirtError as exc:
+        raise BootError(f"libvirt: no host capabilities: {exc.get_error_message()}",
+                        EXIT_INFRA) from exc
+    ids = dac.qemu_ids(capabilities, _domain_type(boot))
+    return dac.prepare(run_id, node, boot, ids, running=running)
 
 
 def stage(uri: str, boot: BootConfig) -> list[StagedFile]:
@@ -210,6 +247,7 @@ class LibvirtNode(Node):
         self.staged = {f.role: f.path for f in staged or ()}
         self.tunnel = remote.Tunnel(self.address) if self.address.remote else None
         self._pump: ConsolePump | None = None
+        self._files: dac.NodeFiles | None = None      # staged for libvirt's labelling
         self._conn = None
         self._domain = None
         self._last_state = "not started"
@@ -225,9 +263,13 @@ class LibvirtNode(Node):
 
     def start(self) -> None:
         libvirt = _libvirt()
-        overlay = None if self.staged else self._overlay()
         self.dir.mkdir(parents=True, exist_ok=True)
         self._conn = connect(self.uri)
+        overlay = None
+        if dac.applies(self.uri, self.address.remote, self.address.session):
+            self._files = stage_locally(self._conn, self.run_id, self.spec.name, self.boot)
+        elif not self.staged:
+            overlay = self._overlay()
         flags = libvirt.VIR_DOMAIN_START_AUTODESTROY
         if self.staged:      # paused until its console is read: not a byte lost
             flags |= libvirt.VIR_DOMAIN_START_PAUSED
@@ -235,7 +277,9 @@ class LibvirtNode(Node):
             self.console.write_text("")
             xml = domain_xml(self.spec, self.boot, self.dir, overlay, self.run_id,
                              staged=self.staged or None, session=self.address.session,
-                             passthrough=self.passthrough)
+                             passthrough=self.passthrough, local=self._files)
+            if self._files is not None:
+                dac.hand_over(self._files)      # the device files domain_xml made
             (self.dir / "domain.xml").write_text(xml)       # the reproducer bundle
             self._started, self._ssh_attempts = time.monotonic(), 0
             try:
@@ -306,6 +350,9 @@ class LibvirtNode(Node):
         if self._pump is not None:
             self._pump.stop()
             self._pump = None
+        if self._files is not None:     # libvirt gave back what it chowned: removed
+            dac.release(self._files)
+            self._files = None
         if self.tunnel is not None:
             self.tunnel.close()
         if self._conn is not None:

@@ -189,6 +189,11 @@ def test_a_kept_libvirt_run_answers_ssh_and_its_domains_go_with_its_supervisor(r
         one = harness("ssh", run_id, "node2", "--", "uname -r", timeout=120)
         assert one.returncode == 0 and one.stdout.strip()
         assert kept()[run_id]["nodes"][0]["backend"] == "libvirt"
+        # the staging of libvirt's labelling (vm/dac.py) is the supervisor's, which
+        # lives on: no later run's sweep takes it
+        from harness.vm import dac
+        owner = json.loads((dac.run_dir(run_id) / dac.OWNER).read_text())
+        assert owner["pid"] == kept()[run_id]["supervisor_pid"]
         os.kill(kept()[run_id]["supervisor_pid"], signal.SIGKILL)
         # libvirtd destroys a domain whose connection closed (autodestroy)
         wait_for(lambda: not [d for d in conn.listAllDomains() if run_id in d.name()], 60,
@@ -196,3 +201,6 @@ def test_a_kept_libvirt_run_answers_ssh_and_its_domains_go_with_its_supervisor(r
     finally:
         conn.close()
     assert run_id not in kept()
+    swept = harness("gc", timeout=120)          # what the dead supervisor staged
+    assert f"removed staging {dac.run_dir(run_id)}" in swept.stdout, swept.stdout
+    assert not dac.run_dir(run_id).exists()

@@ -3,6 +3,7 @@ gives a node, said to libvirt — parsed back and checked element by element."""
 from __future__ import annotations
 
 import datetime
+import os
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import SimpleNamespace
@@ -47,6 +48,10 @@ def test_the_domain_has_the_qemu_backends_kernel_disks_nics_and_console(tmp_path
     assert l2.find("source").get("port") == str(spec.l2_remote_port)
     assert l2.find("source/local").get("port") == str(spec.l2_local_port)
     assert root.find("devices/serial/source").get("path") == str(tmp_path / "node1/console.log")
+    # not staged (vm/dac.py: root's domains are): QEMU as the connecting user
+    (label,) = root.findall("seclabel")
+    assert (label.get("type"), label.get("relabel"), label.findtext("label")) == (
+        "static", "no", f"+{os.getuid()}:+{os.getgid()}")
     args = [a.get("value") for a in root.iter("{http://libvirt.org/schemas/domain/qemu/1.0}arg")]
     assert f"user,id=mgmt,hostfwd=tcp:127.0.0.1:{spec.ssh_port}-:22" in args
     run = root.find(f"metadata/{{{METADATA_NS}}}run")
