@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import yaml
 
-from . import sandbox
+from . import ext4, sandbox
 from .source.apt import host_mirror
 from .cache import Cache, digest
 from .errors import EXIT_BAD_INPUT, EXIT_INFRA, ImageError
@@ -201,12 +201,12 @@ def _build(recipe: Recipe, out: Path, init_text: str, client_pub: str, log: Path
     (out / "recipe.yaml").write_text(yaml.safe_dump(recipe.identity(), sort_keys=True))
     # files plus ext4's own share (inode tables, journal): an estimate that
     # turns mkfs's "could not allocate block" into a message about the recipe
-    needed_mb = _tree_bytes(tree) * 1.1 / 2**20 + recipe.disk_size_mb * 0.06 + 8
+    needed_mb = ext4.tree_bytes(tree) * 1.1 / 2**20 + recipe.disk_size_mb * 0.06 + 8
     if needed_mb > recipe.disk_size_mb:
         raise ImageError(f"{recipe.path}: disk_size_mb: {recipe.disk_size_mb} is too "
                          f"small, the tree needs about {needed_mb:.0f}", EXIT_BAD_INPUT)
     say(f"image {recipe.name}: mkfs.ext4 ({recipe.disk_size_mb} MiB, sparse)")
-    _mkfs(tree, out / "disk.img", f"{recipe.disk_size_mb}M", "root", log)
+    ext4.mkfs(tree, out / "disk.img", f"{recipe.disk_size_mb}M", "root", log)
     shutil.rmtree(tree)
     (out / "disk.img").chmod(DISK_MODE)
 
@@ -328,32 +328,6 @@ def _installed_packages(tree: Path) -> str:
     return "\n".join(sorted(rows)) + "\n"
 
 
-def _tree_bytes(top: Path) -> int:
-    """Space the files under `top` take in ext4 (whole 4 KiB blocks)."""
-    total = 0
-    for folder, dirs, files in os.walk(top):
-        for name in dirs + files:
-            size = os.lstat(os.path.join(folder, name)).st_size
-            total += max(4096, -(-size // 4096) * 4096)
-    return total
-
-
-def _mkfs(tree: Path, image: Path, size: str, label: str, log: Path,
-          features: tuple[str, ...] = ()) -> None:
-    """A sparse ext4 image filled from `tree`, written to a temporary name."""
-    feats = list(features)
-    # orphan_file (e2fsprogs 1.47) stops kernels before 5.15 mounting it rw
-    conf = Path("/etc/mke2fs.conf")
-    if conf.exists() and "orphan_file" in conf.read_text():
-        feats.append("^orphan_file")
-    tmp = image.with_name(f".{image.name}.tmp")
-    tmp.unlink(missing_ok=True)
-    argv = ["mkfs.ext4", "-q", "-F", "-L", label, "-d", tree] + (
-        ["-O", ",".join(feats)] if feats else [])
-    run([*argv, tmp, size], timeout=600, log=log, check=True, error=ImageError)
-    os.replace(tmp, image)
-
-
 def modules_disk(modules_root: Path, release: str, out: Path, log: Path) -> Path:
     """A small read-only ext4 disk with <release>/... at its top: the guest
     init mounts it on /lib/modules."""
@@ -362,9 +336,9 @@ def modules_disk(modules_root: Path, release: str, out: Path, log: Path) -> Path
         found = sorted(p.name for p in top.iterdir()) if top.is_dir() else []
         raise ImageError(f"{top / release}: no modules for release {release} in the "
                          f"staging dir (found: {', '.join(found) or 'nothing'})")
-    kib = int(_tree_bytes(top) * 1.3 / 1024) + 16 * 1024
+    kib = int(ext4.tree_bytes(top) * 1.3 / 1024) + 16 * 1024
     out.parent.mkdir(parents=True, exist_ok=True)
     # read-only in the guest: a journal would only cost space
-    _mkfs(top, out, f"{kib}k", "modules", log, features=("^has_journal",))
+    ext4.mkfs(top, out, f"{kib}k", "modules", log, features=("^has_journal",))
     return out
 
