@@ -223,19 +223,22 @@ def _build(recipe: Recipe, out: Path, init_text: str, client_pub: str, log: Path
     ext4.mkfs(tree, disk, f"{recipe.disk_size_mb}M", "root", log, owners=owners)
     shutil.rmtree(work)
     disk.chmod(DISK_MODE)
+    sandbox.share_read(disk)       # as root: QEMU runs as the sandbox user
 
 
 def _owner_only(entry: Path) -> None:
     """disk.img holds the guest's SSH host private key: the entry is 0700 and
-    the disk 0400 (read-only, as QEMU opens it only as a backing file). Also
-    tightens an entry an older harness cached world-readable."""
-    for path, mode in ((entry, 0o700), (entry / "disk.img", DISK_MODE)):
+    the disk 0400, or 0440 with the sandbox user's group when the harness is
+    root (read-only, as QEMU opens it only as a backing file). Also tightens
+    an entry an older harness cached world-readable."""
+    disk = entry / "disk.img"
+    for path, modes in ((entry, (0o700,)), (disk, (DISK_MODE, SHARED_DISK_MODE))):
         with contextlib.suppress(FileNotFoundError, PermissionError):  # another user's
-            if stat.S_IMODE(path.stat().st_mode) not in (mode, SHARED_DISK_MODE):
-                path.chmod(mode)
+            if stat.S_IMODE(path.stat().st_mode) not in modes:
+                path.chmod(modes[0])
     with contextlib.suppress(FileNotFoundError, PermissionError):
         # root: the sandboxed QEMU (harness-sandbox) reads it through its group
-        sandbox.share_read(entry / "disk.img")
+        sandbox.share_read(disk)
 
 
 def _customise(tree: Path, recipe: Recipe, init_text: str, client_pub: str,

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness import image as image_mod
-from harness import mmdebstrap
+from harness import mmdebstrap, sandbox
 from harness.cache import Cache
 from harness.errors import ImageError
 from harness.image import (GuestImage, image_key, load_recipe,
@@ -317,19 +317,34 @@ def test_guest_init_is_valid_bash():
 
 
 def test_a_cached_image_is_readable_by_its_owner_only(tmp_path, fake_build):
-    # disk.img holds the guest's SSH host private key
+    # disk.img holds the guest's SSH host private key; as root, QEMU runs as
+    # the sandbox user, whose group reads it (sandbox.share_read)
     cache, recipe = Cache(tmp_path / "cache"), write(tmp_path, RECIPE)
     img = image_mod.build_image(recipe, cache, tmp_path / "log")
+    shared = sandbox.user() if sandbox.enabled() else None
 
     def modes():
         return (stat.S_IMODE(img.disk.parent.stat().st_mode),
                 stat.S_IMODE(img.disk.stat().st_mode))
 
-    assert modes() == (0o700, 0o400)
+    assert modes() == (0o700, 0o440 if shared else 0o400)
+    if shared:
+        assert img.disk.stat().st_gid == shared[1]
     img.disk.parent.chmod(0o755)        # an entry an older harness cached
     img.disk.chmod(0o444)
     assert image_mod.build_image(recipe, cache, tmp_path / "log").cached
-    assert modes() == (0o700, 0o400)
+    assert modes() == (0o700, 0o440 if shared else 0o400)
+
+
+def test_a_shared_disk_stays_shared(tmp_path, fake_build):
+    """_owner_only takes 0440 (the sandbox user's group) as it takes 0400."""
+    img = image_mod.build_image(write(tmp_path, RECIPE), Cache(tmp_path / "cache"),
+                                tmp_path / "log")
+    for mode in (0o440, 0o400):
+        img.disk.chmod(mode)
+        image_mod._owner_only(img.disk.parent)
+        expected = 0o440 if sandbox.user() and sandbox.enabled() else mode
+        assert stat.S_IMODE(img.disk.stat().st_mode) == expected
 
 
 def test_a_private_cache_entry_is_0700(tmp_path):
