@@ -142,12 +142,16 @@ def bootstrap(recipe: Recipe, mode: Mode, mirror: str, tarball: Path, log: Path)
     if missing:
         raise ImageError(f"{recipe.path}: packages: not in {recipe.suite}: "
                          f"{', '.join(sorted(set(missing)))}", EXIT_BAD_INPUT)
-    lines = "\n".join(tail.splitlines()[-15:])
+    # the last lines, each cut short: mmdebstrap repeats a failed command line
+    # with its every .deb
+    lines = "\n".join(line if len(line) <= 300 else line[:300] + " [...]"
+                      for line in tail.splitlines()[-15:])
     hint = ""
     if mode.name == "fakechroot" and re.search(r"symbol lookup error|GLIBC_PRIVATE|"
                                                r"doesn't work under fakechroot", tail):
+        user = pwd.getpwuid(os.getuid()).pw_name
         hint = (f"\nfakechroot mode cannot build {recipe.suite} on this host: the guest's "
-                "C library is not the host's (fakechroot's limit). Give the user "
+                f"C library is not the host's (fakechroot's limit). Give {user} "
                 f"{SUBIDS_NEEDED} subordinate ids in /etc/subuid and /etc/subgid "
                 "(./bootstrap.sh does) for unshare mode, or build the image once as "
                 "root with the same HARNESS_CACHE")

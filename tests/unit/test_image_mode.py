@@ -154,11 +154,14 @@ def test_fakechroot_with_another_c_library_says_what_to_do(tmp_path, monkeypatch
     assert "cannot build trixie on this host" in message and "subordinate ids" in message
 
 
-def test_other_failures_show_the_log_tail(tmp_path, monkeypatch):
-    failing(monkeypatch, "W: something\nE: Release file expired\n")
+def test_other_failures_show_the_log_tail_lines_cut_short(tmp_path, monkeypatch):
+    long = "E: setup failed: dpkg --install " + " ".join(f"/var/cache/{n}.deb" for n in range(99))
+    failing(monkeypatch, f"W: something\n{long}\nE: Release file expired\n")
     with pytest.raises(ImageError) as err:
         bootstrap(load_recipe("trixie-rdma"), Mode("unshare", "ids"), "http://m",
                   tmp_path / "t.tar", tmp_path / "log")
+    message = err.value.message
     assert err.value.exit_code == 3
-    assert "Release file expired" in err.value.message
-    assert "C library" not in err.value.message
+    assert "Release file expired" in message and "W: something" in message
+    assert long[:300] + " [...]" in message and long not in message
+    assert "C library" not in message
