@@ -13,7 +13,7 @@ from rich.table import Table
 
 from . import proc, sandbox
 from .cache import default_root
-from .errors import EXIT_INFRA, EXIT_PASS, HarnessError
+from .errors import EXIT_INFRA, EXIT_PASS, HarnessError, ImageError
 from .vm.accel import QEMU, probe_kvm
 
 # tool -> Debian package that provides it
@@ -85,17 +85,21 @@ def _privileges() -> Check:
         return Check("privileges", True, f"root: builds and guests run sandboxed as uid "
                      f"{drop[0]} ({sandbox.SANDBOX_USER} when bootstrap.sh made it); running "
                      "as an ordinary user is recommended", "", False)
+    # how a guest image would be built: the choice the image stage makes
+    from .mmdebstrap import choose_mode
     name = pwd.getpwuid(os.getuid()).pw_name
-    ids = [line for f in ("/etc/subuid", "/etc/subgid") if os.path.exists(f)
-           for line in Path(f).read_text().splitlines() if line.split(":")[0] in
-           (name, str(os.getuid()))]
-    if len(ids) >= 2:
-        return Check("privileges", True, f"user {name}: subordinate ids in /etc/subuid and "
-                     "/etc/subgid: guest images are built in a user namespace")
-    return Check("privileges", False, f"user {name} has no subordinate ids in /etc/subuid "
-                 "and /etc/subgid: guest images fall back to mmdebstrap's fakechroot mode",
-                 "run ./bootstrap.sh (it asks sudo) or `usermod --add-subuids ... "
-                 "--add-subgids ...`", False)
+    fix = "run ./bootstrap.sh (it asks sudo) or `usermod --add-subuids ... --add-subgids ...`"
+    try:
+        mode = choose_mode()
+    except ImageError as exc:
+        return Check("privileges", False, f"user {name}: kernel builds and guests work, but "
+                     f"a guest image that is not cached yet cannot be built: {exc.message}",
+                     fix, False)
+    if mode.name == "unshare":
+        return Check("privileges", True, f"user {name}: guest images are built in "
+                     f"mmdebstrap's unshare mode ({mode.why})", "", False)
+    return Check("privileges", False, f"user {name}: guest images fall back to "
+                 f"mmdebstrap's fakechroot mode ({mode.why})", fix, False)
 
 
 def _sandbox() -> Check:

@@ -1,7 +1,11 @@
 """Guest images: a recipe (vm-images/<name>.yaml) -> a read-only ext4 root disk.
 
-mmdebstrap builds the root tree, Python customises it (SSH keys, the harness
-init), mkfs.ext4 -d turns it into a sparse raw disk without mounting anything.
+mmdebstrap bootstraps the root file system into a tarball, as root or as an
+ordinary user (harness/mmdebstrap.py: root, unshare or fakechroot mode); the
+harness unpacks it into a tree of the user's own files, customises that (SSH
+keys, the harness init), and mkfs.ext4 -d turns it into a sparse raw disk
+without mounting anything, the owners and modes of the tarball's listing set
+on the disk (harness/ext4.py): the guest's files are root's whoever builds.
 The result is cached by the hash of everything it is made from; nodes boot
 qcow2 overlays on top, so the base disk is never written. The kernel's modules
 travel on a second small disk (modules_disk), so a kernel rebuild never
@@ -20,10 +24,10 @@ from typing import Any, Callable
 
 import yaml
 
-from . import sandbox
+from . import ext4, mmdebstrap, sandbox
 from .source.apt import host_mirror
 from .cache import Cache, digest
-from .errors import EXIT_BAD_INPUT, EXIT_INFRA, ImageError
+from .errors import EXIT_BAD_INPUT, ImageError
 from .inputs import load_yaml, quote
 from .plan import PROJECT_ROOT
 from .proc import run
@@ -34,7 +38,8 @@ GUEST_INIT = "/sbin/harness-init"
 DISK_MODE = 0o400        # the base disk holds the guest's SSH host private key
 SHARED_DISK_MODE = 0o440  # as root: also the sandbox user's group (sandbox.share_read)
 # bump when the way an image is built changes, so cached images are rebuilt
-IMAGE_FORMAT = 2
+# (3: mmdebstrap --format=tar, unpacked, owners set by debugfs)
+IMAGE_FORMAT = 3
 
 VARIANTS = ("extract", "custom", "essential", "apt", "required", "minbase",
             "buildd", "important", "debootstrap", "standard")
@@ -190,106 +195,108 @@ def build_image(recipe_name: str, cache: Cache, log: Path,
 
 def _build(recipe: Recipe, out: Path, init_text: str, client_pub: str, log: Path,
            say: Progress) -> None:
-    tree = out / "tree"
+    work = out / "work"        # the tarball, the tree: never part of the entry
+    work.mkdir(mode=0o700)
     mirror = host_mirror()
-    say(f"image {recipe.name}: mmdebstrap {recipe.suite} "
-        f"({len(recipe.packages)} packages, about a minute)")
-    _mmdebstrap(recipe, mirror, tree, log)
-    host_pub = _customise(tree, recipe, init_text, client_pub, log)
+    mode = mmdebstrap.choose_mode()
+    say(f"image {recipe.name}: mmdebstrap {recipe.suite} in {mode.name} mode ({mode.why}; "
+        f"{len(recipe.packages)} packages, a few minutes)")
+    tarball = work / "root.tar"
+    mmdebstrap.bootstrap(recipe, mode, mirror, tarball, log)
+    tree = work / "tree"
+    owners = ext4.unpack(tarball, tree)
+    tarball.unlink()
+    host_pub, written = _customise(tree, recipe, init_text, client_pub, log)
+    for rel in written:        # root's, with the mode the tree has now
+        owners.pop(rel, None)
     (out / "host_key.pub").write_text(host_pub + "\n")
     (out / "packages.txt").write_text(_installed_packages(tree))
     (out / "recipe.yaml").write_text(yaml.safe_dump(recipe.identity(), sort_keys=True))
     # files plus ext4's own share (inode tables, journal): an estimate that
     # turns mkfs's "could not allocate block" into a message about the recipe
-    needed_mb = _tree_bytes(tree) * 1.1 / 2**20 + recipe.disk_size_mb * 0.06 + 8
+    needed_mb = ext4.tree_bytes(tree) * 1.1 / 2**20 + recipe.disk_size_mb * 0.06 + 8
     if needed_mb > recipe.disk_size_mb:
         raise ImageError(f"{recipe.path}: disk_size_mb: {recipe.disk_size_mb} is too "
                          f"small, the tree needs about {needed_mb:.0f}", EXIT_BAD_INPUT)
     say(f"image {recipe.name}: mkfs.ext4 ({recipe.disk_size_mb} MiB, sparse)")
-    _mkfs(tree, out / "disk.img", f"{recipe.disk_size_mb}M", "root", log)
-    shutil.rmtree(tree)
-    (out / "disk.img").chmod(DISK_MODE)
+    disk = out / "disk.img"
+    ext4.mkfs(tree, disk, f"{recipe.disk_size_mb}M", "root", log, owners=owners)
+    shutil.rmtree(work)
+    disk.chmod(DISK_MODE)
+    sandbox.share_read(disk)       # as root: QEMU runs as the sandbox user
 
 
 def _owner_only(entry: Path) -> None:
     """disk.img holds the guest's SSH host private key: the entry is 0700 and
-    the disk 0400 (read-only, as QEMU opens it only as a backing file). Also
-    tightens an entry an older harness cached world-readable."""
-    for path, mode in ((entry, 0o700), (entry / "disk.img", DISK_MODE)):
+    the disk 0400, or 0440 with the sandbox user's group when the harness is
+    root (read-only, as QEMU opens it only as a backing file). Also tightens
+    an entry an older harness cached world-readable."""
+    disk = entry / "disk.img"
+    for path, modes in ((entry, (0o700,)), (disk, (DISK_MODE, SHARED_DISK_MODE))):
         with contextlib.suppress(FileNotFoundError, PermissionError):  # another user's
-            if stat.S_IMODE(path.stat().st_mode) not in (mode, SHARED_DISK_MODE):
-                path.chmod(mode)
+            if stat.S_IMODE(path.stat().st_mode) not in modes:
+                path.chmod(modes[0])
     with contextlib.suppress(FileNotFoundError, PermissionError):
         # root: the sandboxed QEMU (harness-sandbox) reads it through its group
-        sandbox.share_read(entry / "disk.img")
-
-
-def _mmdebstrap(recipe: Recipe, mirror: str, tree: Path, log: Path) -> None:
-    if os.geteuid() != 0:
-        # mmdebstrap's unshare mode would leave the tree owned by subordinate
-        # ids, and mkfs.ext4 -d would copy those ids into the guest's disk
-        raise ImageError(f"building image {recipe.name!r} needs root for now (mmdebstrap "
-                         "root mode); build it once as root with the same "
-                         "HARNESS_CACHE, later runs reuse it unprivileged", EXIT_INFRA)
-    argv = ["mmdebstrap", f"--variant={recipe.variant}", "--format=directory",
-            # no man pages or translations; docs stay (pyverbs' tests are there)
-            "--dpkgopt=path-exclude=/usr/share/man/*",
-            "--dpkgopt=path-exclude=/usr/share/locale/*",
-            "--dpkgopt=path-exclude=/usr/share/info/*"]
-    if recipe.packages:
-        argv.append("--include=" + ",".join(recipe.packages))
-    argv += [recipe.suite, tree, f"deb {mirror} {recipe.suite} main"]
-    result = run(argv, timeout=1800, log=log, error=ImageError)
-    if result.ok:
-        return
-    with open(log, "rb") as f:   # the end of the log: apt's verdict
-        f.seek(max(0, f.seek(0, os.SEEK_END) - 65536))
-        tail = f.read().decode(errors="replace")
-    missing = re.findall(r"Unable to locate package (\S+)", tail)
-    if missing:
-        raise ImageError(f"{recipe.path}: packages: not in {recipe.suite}: "
-                         f"{', '.join(sorted(set(missing)))}", EXIT_BAD_INPUT)
-    lines = "\n".join(tail.splitlines()[-15:])
-    raise ImageError(f"mmdebstrap {recipe.suite} failed with exit code "
-                     f"{result.returncode} (mirror {mirror}, log: {log})\n{lines}",
-                     EXIT_INFRA)
+        sandbox.share_read(disk)
 
 
 def _customise(tree: Path, recipe: Recipe, init_text: str, client_pub: str,
-               log: Path) -> str:
+               log: Path) -> tuple[str, list[str]]:
     """Per-image SSH host key, root's authorized key, the init, the hostname.
-    Returns the host public key line to pin."""
+    Returns the host public key line to pin and the paths (below `tree`) made
+    or changed here: on the disk they are root's, with the mode set here."""
+    written: list[Path] = []
+
+    def made(path: Path, mode: int) -> Path:
+        path.chmod(mode)
+        written.append(path)
+        return path
+
+    def folder(path: Path) -> Path:
+        if not path.is_dir():
+            path.mkdir(parents=True)
+            made(path, 0o755)
+        return path
+
     ssh = _in_tree(tree, "etc/ssh")
     for old in ssh.glob("ssh_host_*"):   # made at build time, shared by every build
         old.unlink()
     host_key = ssh / "ssh_host_ed25519_key"
     run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{recipe.name}",
          "-f", host_key], timeout=60, log=log, check=True, error=ImageError)
+    made(host_key, 0o600)
+    made(host_key.with_name(host_key.name + ".pub"), 0o644)
     dropin = _in_tree(tree, "etc/ssh/sshd_config.d/harness.conf")
-    dropin.parent.mkdir(parents=True, exist_ok=True)
+    folder(dropin.parent)
     # one host key only (no warnings about the missing others), key logins only,
     # no reverse DNS lookup on a network without DNS; no PAM, motd or lastlog:
     # under TCG their module loads and file reads cost ~1 s per connection
+    dropin.unlink(missing_ok=True)
     dropin.write_text("HostKey /etc/ssh/ssh_host_ed25519_key\nPermitRootLogin "
                       "prohibit-password\nPasswordAuthentication no\nUseDNS no\n"
                       "UsePAM no\nPrintMotd no\nPrintLastLog no\n")
+    made(dropin, 0o644)
     dot_ssh = _in_tree(tree, "root/.ssh")
     dot_ssh.mkdir(parents=True, exist_ok=True)
-    dot_ssh.chmod(0o700)
+    made(dot_ssh, 0o700)
     keys = dot_ssh / "authorized_keys"
+    keys.unlink(missing_ok=True)
     keys.write_text(client_pub + "\n")
-    keys.chmod(0o600)
+    made(keys, 0o600)
     init = _in_tree(tree, GUEST_INIT.lstrip("/"))
+    init.unlink(missing_ok=True)
     init.write_text(init_text)
-    init.chmod(0o755)
+    made(init, 0o755)
     for rel, text in (("etc/hostname", f"{recipe.name}\n"),
                       ("etc/hosts", "127.0.0.1\tlocalhost\n::1\t\tlocalhost\n")):
         path = _in_tree(tree, rel)
         path.unlink(missing_ok=True)
         path.write_text(text)
-        path.chmod(0o644)
-    _in_tree(tree, "lib/modules").mkdir(parents=True, exist_ok=True)
-    return _public_line(host_key.with_name(host_key.name + ".pub"))
+        made(path, 0o644)
+    folder(_in_tree(tree, "lib/modules"))
+    return (_public_line(host_key.with_name(host_key.name + ".pub")),
+            [str(path.relative_to(tree)) for path in written])
 
 
 def _in_tree(tree: Path, rel: str) -> Path:
@@ -328,32 +335,6 @@ def _installed_packages(tree: Path) -> str:
     return "\n".join(sorted(rows)) + "\n"
 
 
-def _tree_bytes(top: Path) -> int:
-    """Space the files under `top` take in ext4 (whole 4 KiB blocks)."""
-    total = 0
-    for folder, dirs, files in os.walk(top):
-        for name in dirs + files:
-            size = os.lstat(os.path.join(folder, name)).st_size
-            total += max(4096, -(-size // 4096) * 4096)
-    return total
-
-
-def _mkfs(tree: Path, image: Path, size: str, label: str, log: Path,
-          features: tuple[str, ...] = ()) -> None:
-    """A sparse ext4 image filled from `tree`, written to a temporary name."""
-    feats = list(features)
-    # orphan_file (e2fsprogs 1.47) stops kernels before 5.15 mounting it rw
-    conf = Path("/etc/mke2fs.conf")
-    if conf.exists() and "orphan_file" in conf.read_text():
-        feats.append("^orphan_file")
-    tmp = image.with_name(f".{image.name}.tmp")
-    tmp.unlink(missing_ok=True)
-    argv = ["mkfs.ext4", "-q", "-F", "-L", label, "-d", tree] + (
-        ["-O", ",".join(feats)] if feats else [])
-    run([*argv, tmp, size], timeout=600, log=log, check=True, error=ImageError)
-    os.replace(tmp, image)
-
-
 def modules_disk(modules_root: Path, release: str, out: Path, log: Path) -> Path:
     """A small read-only ext4 disk with <release>/... at its top: the guest
     init mounts it on /lib/modules."""
@@ -362,9 +343,9 @@ def modules_disk(modules_root: Path, release: str, out: Path, log: Path) -> Path
         found = sorted(p.name for p in top.iterdir()) if top.is_dir() else []
         raise ImageError(f"{top / release}: no modules for release {release} in the "
                          f"staging dir (found: {', '.join(found) or 'nothing'})")
-    kib = int(_tree_bytes(top) * 1.3 / 1024) + 16 * 1024
+    kib = int(ext4.tree_bytes(top) * 1.3 / 1024) + 16 * 1024
     out.parent.mkdir(parents=True, exist_ok=True)
     # read-only in the guest: a journal would only cost space
-    _mkfs(top, out, f"{kib}k", "modules", log, features=("^has_journal",))
+    ext4.mkfs(top, out, f"{kib}k", "modules", log, features=("^has_journal",))
     return out
 

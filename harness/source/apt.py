@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import pwd
 import re
 import time
 from dataclasses import dataclass
@@ -81,6 +82,15 @@ def host_mirror(etc: Path = Path("/etc/apt")) -> str:
                       f"{MIRROR_ENV} to your Debian mirror URI", EXIT_BAD_INPUT)
 
 
+def _user_name() -> str:
+    """The name of the harness's user, from the password database (not $USER,
+    which a cron job or a service may lack or set to someone else)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:          # a uid without a name (a container's)
+        return "root" if os.geteuid() == 0 else "nobody"
+
+
 @dataclass(frozen=True)
 class Offer:
     package: str
@@ -106,8 +116,10 @@ class PrivateApt:
             "Dir::Etc::Parts": r / "apt.conf.d",
             "Dir::Etc::Preferences": r / "preferences",
             "Dir::Etc::PreferencesParts": r / "preferences.d",
-            "Acquire::Languages": "none", "APT::Sandbox::User": "root"
-            if os.geteuid() == 0 else os.environ.get("USER", "nobody"),
+            # apt's downloads run as the harness's own user, who owns the private
+            # state (as root apt would switch to _apt, who cannot enter it, and
+            # warn on every download)
+            "Acquire::Languages": "none", "APT::Sandbox::User": _user_name(),
         }
         out = []
         for key, value in opts.items():

@@ -1,17 +1,23 @@
 """Unit tests of the image stage: recipes, cache keys, the host mirror, the
 tree customisation and the modules disk. No network, no mmdebstrap: where a
-build is exercised, only the mmdebstrap call is replaced by a tiny fake tree;
-ssh-keygen, mkfs.ext4 and debugfs are real."""
+build is exercised, only the mmdebstrap call is replaced by a tiny fake
+tarball (root's members, made by tarfile whoever runs the tests); ssh-keygen,
+mkfs.ext4 and debugfs are real."""
 from __future__ import annotations
 
 import dataclasses
+import io
 import os
+import re
+import stat
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
 
 from harness import image as image_mod
+from harness import mmdebstrap, sandbox
 from harness.cache import Cache
 from harness.errors import ImageError
 from harness.image import (GuestImage, image_key, load_recipe,
@@ -126,29 +132,86 @@ def fake_tree(tree: Path) -> None:
     for name in ("ssh_host_rsa_key", "ssh_host_rsa_key.pub", "ssh_host_ed25519_key"):
         (tree / "etc" / "ssh" / name).write_text("build-time key\n")
     (tree / "etc" / "hostname").write_text("buildhost\n")
+    (tree / "etc" / "shadow").write_text("root:*:1::::::\n")
+    (tree / "usr" / "sbin" / "unix_chkpwd").write_text("setgid\n")
     (tree / "var/lib/dpkg/status").write_text(
         "Package: kmod\nStatus: install ok installed\nVersion: 34-1\n\n"
         "Package: gone\nStatus: deinstall ok config-files\nVersion: 1\n")
 
 
-def test_build_image_with_fake_mmdebstrap(tmp_path, monkeypatch):
-    calls = []
+# what mmdebstrap's tarball says that a user's tree cannot: owners, set-id
+# bits, device nodes, an ACL (the bytes of /var/log/journal's in trixie)
+SPECIAL = {"etc/shadow": (0, 42, 0o640), "usr/sbin/unix_chkpwd": (0, 42, 0o2755),
+           "etc/ssh/ssh_host_ed25519_key": (0, 0, 0o600)}
+ACL = bytes.fromhex("02000000010007 00ffffffff04000500ffffffff0800050004000000"
+                    "10000500ffffffff20000500ffffffff".replace(" ", ""))
 
-    def fake_mmdebstrap(recipe, mirror, tree, log):
-        calls.append((recipe.suite, mirror))
-        fake_tree(tree)
 
-    monkeypatch.setattr(image_mod, "_mmdebstrap", fake_mmdebstrap)
+def fake_tarball(tarball: Path) -> None:
+    """fake_tree as mmdebstrap's --format=tar would write it: every member
+    root's (or SPECIAL's), /dev/null, the ACL of var/log/journal."""
+    tree = tarball.parent / "fake-src"
+    fake_tree(tree)
+    (tree / "var/log/journal").mkdir(parents=True)
+
+    def root_owned(info: tarfile.TarInfo) -> tarfile.TarInfo:
+        rel = info.name.removeprefix("./")
+        info.uid, info.gid, info.uname, info.gname = 0, 0, "", ""
+        if rel in SPECIAL:
+            info.uid, info.gid, info.mode = SPECIAL[rel]
+        if rel == "var/log/journal":
+            info.pax_headers = {"SCHILY.xattr.system.posix_acl_access":
+                                ACL.decode("utf-8", "surrogateescape")}
+        return info
+
+    with tarfile.open(tarball, "w", format=tarfile.PAX_FORMAT) as tar:
+        dev = tarfile.TarInfo("./dev")
+        dev.type, dev.mode = tarfile.DIRTYPE, 0o755
+        null = tarfile.TarInfo("./dev/null")
+        null.type, null.mode, null.devmajor, null.devminor = tarfile.CHRTYPE, 0o666, 1, 3
+        tar.addfile(dev)
+        tar.addfile(null)
+        tar.add(tree, arcname=".", filter=root_owned)
+
+
+def fake_bootstrap(calls: list | None = None):
+    def bootstrap(recipe, mode, mirror, tarball, log):
+        if calls is not None:
+            calls.append((recipe.suite, mode.name, mirror))
+        fake_tarball(tarball)
+    return bootstrap
+
+
+@pytest.fixture
+def fake_build(monkeypatch):
+    """build_image with the fake mmdebstrap, in unshare mode whoever runs it."""
+    calls: list = []
+    monkeypatch.setattr(mmdebstrap, "bootstrap", fake_bootstrap(calls))
+    monkeypatch.setattr(mmdebstrap, "choose_mode",
+                        lambda: mmdebstrap.Mode("unshare", "test"))
     monkeypatch.setenv("HARNESS_DEBIAN_MIRROR", "http://mirror.example/debian")
+    return calls
+
+
+def inode(img: Path, path: str) -> tuple[int, int, int]:
+    """(uid, gid, mode with type) of a path on the disk."""
+    out = debugfs(img, f"stat {path}")
+    fields = dict(re.findall(r"(User|Group|Mode):\s+(\d+)", out))
+    kind = re.search(r"Type: (\S+)", out).group(1)
+    return int(fields["User"]), int(fields["Group"]), int(fields["Mode"], 8), kind
+
+
+def test_build_image_with_fake_mmdebstrap(tmp_path, fake_build):
     cache, log = Cache(tmp_path / "cache"), tmp_path / "build.log"
     recipe = write(tmp_path, RECIPE)
     img = image_mod.build_image(recipe, cache, log)
-    assert calls == [("trixie", "http://mirror.example/debian")]
+    assert fake_build == [("trixie", "unshare", "http://mirror.example/debian")]
     assert isinstance(img, GuestImage) and img.name == "test-img"
     assert img.init == "/sbin/harness-init" and img.disk.is_file()
     assert img.host_key_pub.startswith("ssh-ed25519 ") and len(img.host_key_pub.split()) == 2
     entry = img.disk.parent
-    assert not (entry / "tree").exists()
+    assert sorted(p.name for p in entry.iterdir()) == [
+        Cache.DONE, "disk.img", "host_key.pub", "packages.txt", "recipe.yaml"]
     assert (entry / "packages.txt").read_text() == "kmod 34-1\n"
 
     listing = debugfs(img.disk, "ls -l /usr/sbin")
@@ -161,23 +224,60 @@ def test_build_image_with_fake_mmdebstrap(tmp_path, monkeypatch):
         img.host_key_pub)
     client_pub = img.client_key.with_name("id_ed25519.pub").read_text().split()[:2]
     assert debugfs(img.disk, "cat /root/.ssh/authorized_keys").split() == client_pub
-    assert "0600" in debugfs(img.disk, "stat /root/.ssh/authorized_keys")
     assert debugfs(img.disk, "cat /etc/hostname") == "test-img\n"
     assert "modules" in debugfs(img.disk, "ls /usr/lib")
 
     again = image_mod.build_image(recipe, cache, log)     # a cache hit
     assert not img.cached and again.cached
-    assert dataclasses.replace(again, cached=False) == img and len(calls) == 1
+    assert dataclasses.replace(again, cached=False) == img and len(fake_build) == 1
 
 
-def test_build_image_too_small_disk_is_bad_input(tmp_path, monkeypatch):
-    def big_tree(recipe, mirror, tree, log):
-        fake_tree(tree)
-        with open(tree / "usr" / "big", "wb") as f:
-            f.truncate(80 << 20)
+def test_the_guest_files_are_roots_whoever_builds(tmp_path, fake_build):
+    img = image_mod.build_image(write(tmp_path, RECIPE), Cache(tmp_path / "cache"),
+                                tmp_path / "log")
+    # the tarball's owners and modes, not the builder's
+    assert inode(img.disk, "/") == (0, 0, 0o755, "directory")
+    assert inode(img.disk, "/etc/shadow") == (0, 42, 0o640, "regular")
+    assert inode(img.disk, "/usr/sbin/unix_chkpwd") == (0, 42, 0o2755, "regular")
+    assert inode(img.disk, "/sbin") == (0, 0, 0o777, "symlink")
+    assert inode(img.disk, "/dev/null") == (0, 0, 0o666, "character")
+    assert "01:03" in debugfs(img.disk, "stat /dev/null")
+    assert "system.posix_acl_access (28)" in debugfs(img.disk, "ea_list /var/log/journal")
+    # the harness's own files: root's, with their modes
+    assert inode(img.disk, "/root/.ssh") == (0, 0, 0o700, "directory")
+    assert inode(img.disk, "/root/.ssh/authorized_keys") == (0, 0, 0o600, "regular")
+    assert inode(img.disk, "/etc/ssh/ssh_host_ed25519_key") == (0, 0, 0o600, "regular")
+    assert inode(img.disk, "/etc/ssh/ssh_host_ed25519_key.pub") == (0, 0, 0o644, "regular")
+    assert inode(img.disk, "/etc/ssh/sshd_config.d/harness.conf") == (0, 0, 0o644, "regular")
+    assert inode(img.disk, "/usr/sbin/harness-init") == (0, 0, 0o755, "regular")
+    assert inode(img.disk, "/usr/lib/modules") == (0, 0, 0o755, "directory")
+    assert inode(img.disk, "/etc/hostname") == (0, 0, 0o644, "regular")
+    # no inode anywhere is the builder's (when the builder is not root)
+    owners = set(re.findall(r"^\s*\d+\s+\d+\s+\(\d+\)\s+(\d+)\s+\d+",
+                            debugfs(img.disk, "ls -l /etc") + debugfs(img.disk, "ls -l /usr/sbin"),
+                            re.M))
+    assert owners == {"0"}
 
-    monkeypatch.setattr(image_mod, "_mmdebstrap", big_tree)
-    monkeypatch.setenv("HARNESS_DEBIAN_MIRROR", "http://mirror.example/debian")
+
+def test_a_build_leaves_no_tree_or_tarball(tmp_path, fake_build):
+    cache = Cache(tmp_path / "cache")
+    img = image_mod.build_image(write(tmp_path, RECIPE), cache, tmp_path / "log")
+    left = sorted(p.name for p in (tmp_path / "cache" / "images").iterdir())
+    name = img.disk.parent.name
+    assert left == [f".{name}.lock", name]          # no scratch directory
+    assert not (img.disk.parent / "work").exists()
+    assert "mkfs.ext4" in (tmp_path / "log").read_text()
+
+
+def test_build_image_too_small_disk_is_bad_input(tmp_path, monkeypatch, fake_build):
+    def big_tarball(recipe, mode, mirror, tarball, log):
+        fake_tarball(tarball)
+        with tarfile.open(tarball, "a") as tar:
+            big = tarfile.TarInfo("./usr/big")
+            big.size = 80 << 20
+            tar.addfile(big, io.BytesIO(bytes(big.size)))
+
+    monkeypatch.setattr(mmdebstrap, "bootstrap", big_tarball)
     cache = Cache(tmp_path / "cache")
     with pytest.raises(ImageError, match="disk_size_mb") as err:
         image_mod.build_image(write(tmp_path, RECIPE), cache, tmp_path / "log")
@@ -216,24 +316,35 @@ def test_guest_init_is_valid_bash():
     assert result.returncode == 0, result.stderr
 
 
-def test_a_cached_image_is_readable_by_its_owner_only(tmp_path, monkeypatch):
-    # disk.img holds the guest's SSH host private key
-    import stat
-    monkeypatch.setattr(image_mod, "_mmdebstrap", lambda recipe, mirror, tree, log:
-                        fake_tree(tree))
-    monkeypatch.setenv("HARNESS_DEBIAN_MIRROR", "http://mirror.example/debian")
+def test_a_cached_image_is_readable_by_its_owner_only(tmp_path, fake_build):
+    # disk.img holds the guest's SSH host private key; as root, QEMU runs as
+    # the sandbox user, whose group reads it (sandbox.share_read)
     cache, recipe = Cache(tmp_path / "cache"), write(tmp_path, RECIPE)
     img = image_mod.build_image(recipe, cache, tmp_path / "log")
+    shared = sandbox.user() if sandbox.enabled() else None
 
     def modes():
         return (stat.S_IMODE(img.disk.parent.stat().st_mode),
                 stat.S_IMODE(img.disk.stat().st_mode))
 
-    assert modes() == (0o700, 0o400)
+    assert modes() == (0o700, 0o440 if shared else 0o400)
+    if shared:
+        assert img.disk.stat().st_gid == shared[1]
     img.disk.parent.chmod(0o755)        # an entry an older harness cached
     img.disk.chmod(0o444)
     assert image_mod.build_image(recipe, cache, tmp_path / "log").cached
-    assert modes() == (0o700, 0o400)
+    assert modes() == (0o700, 0o440 if shared else 0o400)
+
+
+def test_a_shared_disk_stays_shared(tmp_path, fake_build):
+    """_owner_only takes 0440 (the sandbox user's group) as it takes 0400."""
+    img = image_mod.build_image(write(tmp_path, RECIPE), Cache(tmp_path / "cache"),
+                                tmp_path / "log")
+    for mode in (0o440, 0o400):
+        img.disk.chmod(mode)
+        image_mod._owner_only(img.disk.parent)
+        expected = 0o440 if sandbox.user() and sandbox.enabled() else mode
+        assert stat.S_IMODE(img.disk.stat().st_mode) == expected
 
 
 def test_a_private_cache_entry_is_0700(tmp_path):

@@ -320,3 +320,13 @@ def test_offers_parses_madison_output_through_private_state(tmp_path, monkeypatc
     # the host's apt state is never read or written
     assert f"Dir::State::Lists={tmp_path / 'apt' / 'lists'}" in argv
     assert f"Dir::Etc::SourceList={tmp_path / 'apt' / 'sources.list'}" in argv
+
+
+def test_apt_downloads_as_the_harness_user_whatever_USER_says(tmp_path, monkeypatch):
+    import os
+    import pwd
+    monkeypatch.setenv("USER", "someone-else")
+    options = PrivateApt(tmp_path / "apt", ("sid",), mirror=MIRROR)._options()
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    assert f"APT::Sandbox::User={me}" in options
+    assert f"Dir::State={tmp_path / 'apt'}" in options
