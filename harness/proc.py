@@ -110,10 +110,22 @@ def child_env(extra: Mapping[str, str] | None = None,
     env = {name: value for name, value in os.environ.items()
            if _listed(name, patterns) and not is_secret(name)}
     env.setdefault("LC_ALL", "C.UTF-8")
+    env["PATH"] = with_sbin(env.get("PATH", os.defpath))
     for name, value in (extra or {}).items():
         if not is_secret(name):
             env[name] = value
     return env
+
+
+# an ordinary user's PATH on Debian has no sbin directory, where mkfs.ext4,
+# debugfs, depmod and setpriv's friends live; they run fine without root
+SBIN = ("/usr/local/sbin", "/usr/sbin", "/sbin")
+
+
+def with_sbin(path: str) -> str:
+    """`path` with the sbin directories it lacks appended (searched last)."""
+    parts = path.split(os.pathsep) if path else []
+    return os.pathsep.join([*parts, *(d for d in SBIN if d not in parts)])
 
 
 def kill_group(popen: subprocess.Popen, grace: float = 5.0) -> None:

@@ -172,3 +172,9 @@ def test_git_gets_the_ssh_agent_only_to_reach_a_remote(shell, tmp_path):
     assert parse(local)["GIT_AUTHOR_NAME"] == "harness"      # the code's own GIT_*
     for text in (remote, local):
         assert_no_secret(parse(text), text)
+def test_a_users_path_gets_the_sbin_directories_last(monkeypatch):
+    """mkfs.ext4, debugfs and depmod live in /usr/sbin, not in a Debian user's PATH."""
+    monkeypatch.setenv("PATH", "/home/u/bin:/usr/bin:/bin")
+    assert proc.child_env()["PATH"] == "/home/u/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
+    monkeypatch.setenv("PATH", "/usr/sbin:/usr/bin")
+    assert proc.child_env()["PATH"] == "/usr/sbin:/usr/bin:/usr/local/sbin:/sbin"
