@@ -169,8 +169,10 @@ def argv(box: Box, command: Sequence[str], cwd: str | os.PathLike | None) -> lis
         out += ["--perms", "0755", "--dir", str(parent)]
     # read-only first, then writable: a writable directory inside the tree
     # (an object directory under it) stays writable
-    for path in box.read:
-        out += ["--ro-bind-try", os.path.abspath(path), os.path.abspath(path)]
+    reads = list(dict.fromkeys(Path(os.path.abspath(p)) for p in box.read))
+    for path in reads:
+        if not any(_inside(path, other) and path != other for other in reads):
+            out += ["--ro-bind-try", str(path), str(path)]
     for path in box.write:
         out += ["--bind", os.path.abspath(path), os.path.abspath(path)]
     if cwd is not None:

@@ -141,7 +141,8 @@ class PatchChecker:
                                      self.logs / f"{stem}-make.log")
         report.builds = ok
         if not ok:
-            report.errors = build.first_errors(text)
+            escape = sandbox.explain(text)
+            report.errors = build.first_errors(text) + (f"\n{escape}" if escape else "")
         report.new_warnings = self.ledger.add(warnings_in(text, tree.path))
         self.reports.append(report)
         if self.on_patch:

@@ -163,3 +163,9 @@ def test_a_failure_the_sandbox_caused_is_said(line, meaning):
     text = f"  CC foo.o\n{line}\nmake: *** [Makefile:1] Error 1\n"
     assert meaning in sandbox.explain(text) and line.split(": ")[-1] in sandbox.explain(text)
     assert sandbox.explain("foo.c:1:2: error: expected ';'\n") == ""
+
+
+def test_a_path_inside_another_read_only_one_is_bound_once(tmp_path):
+    argv = sandbox.argv(Box(read=(tmp_path / "venv", tmp_path / "venv" / "bin",
+                                  tmp_path / "venv")), ["b4"], None)
+    assert argv.count("--ro-bind-try") == 1
