@@ -27,11 +27,12 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from .errors import EXIT_INFRA, HarnessError
+from .errors import EXIT_BAD_INPUT, EXIT_INFRA, HarnessError
 
 SANDBOX_USER = "harness-sandbox"     # made by bootstrap.sh (a system user, no login)
 FALLBACK_USER = "nobody"
@@ -68,6 +69,23 @@ class SandboxError(HarnessError):
 
 def enabled() -> bool:
     return os.environ.get("HARNESS_SANDBOX", "bwrap") != "none"
+
+
+def extra_reads() -> tuple[Path, ...]:
+    """HARNESS_SANDBOX_READ: more host directories every sandbox sees read-only
+    (colon-separated absolute paths: a toolchain in your home, rustup's
+    ~/.cargo and ~/.rustup); relative entries are ignored."""
+    value = os.environ.get("HARNESS_SANDBOX_READ", "")
+    return tuple(Path(p) for p in value.split(":") if p.startswith("/"))
+
+
+def identity() -> str:
+    """What the programs inside see of the host, for the cache keys of what
+    they compute (a .config: the tree's Kconfig asks the toolchain found on
+    PATH, so a rustc in the home directory counts only when it is bound)."""
+    if not enabled():
+        return "unconfined"
+    return "bwrap-1:" + ":".join(map(str, extra_reads()))
 
 
 def user() -> tuple[int, int] | None:
@@ -164,12 +182,12 @@ def argv(box: Box, command: Sequence[str], cwd: str | os.PathLike | None) -> lis
             "--perms", "1777", "--dir", "/tmp/home"]
     for device in box.devices:
         out += ["--dev-bind", str(device), str(device)]
-    binds = [Path(os.path.abspath(p)) for p in (*box.read, *box.write)]
+    binds = [Path(os.path.abspath(p)) for p in (*box.read, *extra_reads(), *box.write)]
     for parent in _ancestors(binds):
         out += ["--perms", "0755", "--dir", str(parent)]
     # read-only first, then writable: a writable directory inside the tree
     # (an object directory under it) stays writable
-    reads = list(dict.fromkeys(Path(os.path.abspath(p)) for p in box.read))
+    reads = list(dict.fromkeys(Path(os.path.abspath(p)) for p in (*box.read, *extra_reads())))
     for path in reads:
         if not any(_inside(path, other) and path != other for other in reads):
             out += ["--ro-bind-try", str(path), str(path)]
@@ -209,6 +227,14 @@ def prepare(box: Box) -> None:
     if drop is None:
         return
     uid, gid = drop
+    for path in box.read:
+        if os.path.exists(path) and not _readable_by(Path(path), uid, gid):
+            raise SandboxError(
+                f"{path}: the sandbox user (uid {uid}) cannot read it (mode "
+                f"{stat.S_IMODE(os.stat(path).st_mode):04o}, owner uid {os.stat(path).st_uid}); "
+                "when the harness is root, builds and guests run as that user: make it "
+                "readable (chmod o+rX, or the group of that user) or run the harness as an "
+                "ordinary user", EXIT_BAD_INPUT)
     for top in box.write:
         try:
             info = os.lstat(top)
@@ -220,6 +246,14 @@ def prepare(box: Box) -> None:
         for entry in os.scandir(top):
             if entry.stat(follow_symlinks=False).st_uid != uid:
                 _chown_tree(Path(entry.path), uid, gid)
+
+
+def _readable_by(path: Path, uid: int, gid: int) -> bool:
+    """Would `uid`:`gid` (no other groups) read `path` (and enter it, a directory)?"""
+    info = os.stat(path)
+    shift = 6 if info.st_uid == uid else 3 if info.st_gid == gid else 0
+    need = 0o5 if stat.S_ISDIR(info.st_mode) else 0o4
+    return (info.st_mode >> shift) & need == need
 
 
 def _chown_tree(top: Path, uid: int, gid: int) -> None:

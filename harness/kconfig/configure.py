@@ -67,8 +67,10 @@ def configure(tree: SourceTree, objdir: Path, spec: KconfigSpec, cache: Cache,
     fragments = [fragment_path(name) for name in spec.fragments]
     requests = effective_requests(fragments)
     kind, base_file = _base_inputs(spec)
+    # sandbox.identity(): the toolchain the tree's Kconfig finds (rustc, ...)
     key = digest(tree.kconfig_content, kind, base_file and file_digest(base_file),
-                 [(p.name, file_digest(p)) for p in fragments], ANALYSIS_FORMAT)
+                 [(p.name, file_digest(p)) for p in fragments], ANALYSIS_FORMAT,
+                 sandbox.identity())
     cached = cache.get("configs", key)
     objdir.mkdir(parents=True, exist_ok=True)
     if cached is None:

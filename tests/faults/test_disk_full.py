@@ -86,6 +86,7 @@ def test_a_make_that_finds_the_disk_full_is_not_a_kernel_failure(tmp_path, monke
     from harness.kconfig import ConfigReport
     from harness.plan import BuildSpec
     from harness.source import SourceTree
+    tmp_path.chmod(0o755)         # the tree: the sandbox user reads it when root
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     (bin_dir / "make").write_text("#!/bin/sh\necho 'drivers/x.o: No space left on device'\n"

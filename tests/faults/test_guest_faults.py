@@ -64,7 +64,8 @@ def test_a_qemu_that_stops_answering_is_ended_within_the_hang_timeout(tmp_path):
     harness = Harness(runs, *SHORT, "modules_cycles=200", "vm.hang_timeout=30")
     harness.wait_for("> test", 900)
     time.sleep(3)
-    (qemu,) = pids(f"qemu-system-x86_64.*{runs}/")
+    # QEMU itself, not the bubblewrap process that started it
+    (qemu,) = pids(f"^qemu-system-x86_64.*{runs}/")
     os.kill(qemu, signal.SIGSTOP)
     stopped_at = time.monotonic()
     try:

@@ -169,3 +169,34 @@ def test_a_path_inside_another_read_only_one_is_bound_once(tmp_path):
     argv = sandbox.argv(Box(read=(tmp_path / "venv", tmp_path / "venv" / "bin",
                                   tmp_path / "venv")), ["b4"], None)
     assert argv.count("--ro-bind-try") == 1
+
+
+def test_more_read_only_paths_from_the_environment(monkeypatch, tmp_path):
+    """A toolchain in the home directory (rustup) is seen only when named."""
+    cargo = tmp_path / ".cargo"
+    monkeypatch.setenv("HARNESS_SANDBOX_READ", f"{cargo}:relative/ignored")
+    argv = sandbox.argv(Box(), ["make"], None)
+    assert _index(argv, "--ro-bind-try", str(cargo), str(cargo))
+    assert "relative/ignored" not in " ".join(argv)
+    named = sandbox.identity()
+    monkeypatch.delenv("HARNESS_SANDBOX_READ")
+    assert sandbox.identity() != named          # a .config computed with it is another
+    monkeypatch.setenv("HARNESS_SANDBOX", "none")
+    assert sandbox.identity() == "unconfined"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root")
+def test_root_refuses_a_tree_the_sandbox_user_cannot_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(sandbox, "user", lambda: (4242, 4343))
+    tree = tmp_path / "linux"
+    tree.mkdir(mode=0o700)
+    tree.chmod(0o700)
+    with pytest.raises(sandbox.SandboxError) as err:
+        sandbox.prepare(Box(read=(tree,)))
+    assert err.value.exit_code == 2 and str(tree) in err.value.message
+    assert "0700" in err.value.message and "chmod o+rX" in err.value.message
+    tree.chmod(0o755)
+    sandbox.prepare(Box(read=(tree,)))
+    tree.chmod(0o750)
+    os.chown(tree, 0, 4343)                     # the sandbox user's group reads it
+    sandbox.prepare(Box(read=(tree,)))
