@@ -20,7 +20,9 @@ def qemu_pids(under: Path | None = None) -> set[int]:
     """QEMU processes on this machine; with `under`, only those whose command
     line names a path below it (a run's nodes live in its run directory), so
     QEMUs of other work on the machine do not count."""
-    pattern = "qemu-system-x86_64" + (f".*{under}/" if under else "")
+    # QEMU itself (argv[0] a path or a name), not the bubblewrap process that
+    # started it, whose command line holds QEMU's
+    pattern = "^(\\S*/)?qemu-system-x86_64 " + (f".*{under}/" if under else "")
     out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
     return {int(p) for p in out.split()}
 
