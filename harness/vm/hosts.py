@@ -46,6 +46,18 @@ def _version(number: int) -> str:
     return f"{number // 1000000}.{number // 1000 % 1000}.{number % 1000}"
 
 
+def available_mb(conn) -> int:
+    """Memory a guest can have on the host: free plus the page cache and
+    buffers the kernel gives back on demand (a build host's cache fills with
+    sources and disks: 3.5 of 24 GiB "free" with 19 GiB of it cache, measured).
+    getFreeMemory() alone when the host does not report the breakdown."""
+    try:
+        stats = conn.getMemoryStats(-1)        # VIR_NODE_MEMORY_STATS_ALL_CELLS
+        return (stats["free"] + stats.get("buffers", 0) + stats.get("cached", 0)) >> 10
+    except Exception:          # noqa: BLE001 - an old or remote driver without the call
+        return conn.getFreeMemory() >> 20
+
+
 def inspect(uri: str) -> HostInfo:
     """One host, asked through libvirt; never raises (an unreachable host is
     reachable=False with libvirt's message)."""
@@ -65,7 +77,7 @@ def inspect(uri: str) -> HostInfo:
         pools = tuple(sorted(p.name() for p in conn.listAllStoragePools()))
         return HostInfo(uri, True, "", conn.getHostname(), _version(conn.getLibVersion()),
                         _version(conn.getVersion()), cpus, memory_mb,
-                        conn.getFreeMemory() >> 20, kvm, guests, pools)
+                        available_mb(conn), kvm, guests, pools)
     except libvirt.libvirtError as exc:
         return HostInfo(uri, False, f"libvirt {uri}: {exc.get_error_message()}")
     finally:
