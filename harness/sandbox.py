@@ -161,6 +161,7 @@ def argv(box: Box, command: Sequence[str], cwd: str | os.PathLike | None) -> lis
     """`command` wrapped in bwrap for `box` (as is when the sandbox is off)."""
     if not enabled():
         return list(command)
+    check(box)
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SandboxError("bwrap (bubblewrap) is not installed: programs from the kernel "
@@ -219,10 +220,41 @@ def env(box: Box, base: Mapping[str, str]) -> dict[str, str]:
     return {**out, **GIT_SAFE}
 
 
+def shared(path: Path) -> str:
+    """Why `path` must never be a box's writable path ("" when it may be): a
+    directory others share (/, a system directory, a world-writable sticky
+    one such as /tmp, a home directory). prepare() would hand everything
+    under it to the sandbox user (measured: a box writing /tmp made every
+    file there uid 999, and the tools that check their own /tmp files refused
+    to run)."""
+    top = Path(os.path.abspath(path))
+    if top == Path("/") or str(top) in SYSTEM or top in (Path.home(), Path("/home")):
+        return "a system or home directory"
+    try:
+        info = os.stat(top)
+    except OSError:
+        return ""
+    if stat.S_ISDIR(info.st_mode) and info.st_mode & 0o1002 == 0o1002:
+        return "a world-writable shared directory"
+    return ""
+
+
+def check(box: Box) -> None:
+    """A programming error, refused before anything is changed: a writable
+    path that others share."""
+    for path in box.write:
+        why = shared(path)
+        if why:
+            raise SandboxError(f"{path}: {why} cannot be writable in a sandbox (give a "
+                               "directory of the run or the cache)", EXIT_INFRA)
+
+
 def prepare(box: Box) -> None:
     """When the harness is root: the box's writable paths made the sandbox
     user's (a directory another user owns: everything under it, once; one
-    already the sandbox user's: the entries the harness added at its top)."""
+    already the sandbox user's: the entries the harness added at its top).
+    A shared directory (shared()) is refused first, whoever runs."""
+    check(box)
     drop = user() if enabled() else None
     if drop is None:
         return

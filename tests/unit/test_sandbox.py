@@ -200,3 +200,29 @@ def test_root_refuses_a_tree_the_sandbox_user_cannot_read(tmp_path, monkeypatch)
     tree.chmod(0o750)
     os.chown(tree, 0, 4343)                     # the sandbox user's group reads it
     sandbox.prepare(Box(read=(tree,)))
+
+
+@pytest.mark.parametrize("where", ["/tmp", "/", "/usr", "home", "sticky"])
+def test_a_shared_directory_is_never_a_writable_path(where, tmp_path, monkeypatch):
+    """Handing /tmp to the sandbox user made every file there uid 999: refused
+    before anything is changed, as root or not, by prepare() and argv()."""
+    calls = []
+    monkeypatch.setattr(sandbox, "_chown_tree", lambda *a: calls.append(a))
+    monkeypatch.setattr(sandbox, "user", lambda: (4242, 4343))
+    if where == "home":
+        path = Path.home()
+    elif where == "sticky":
+        path = tmp_path / "shared"
+        path.mkdir()
+        path.chmod(0o1777)
+    else:
+        path = Path(where)
+    for call in (lambda: sandbox.prepare(Box(write=(path,))),
+                 lambda: sandbox.argv(Box(write=(path,)), ["make"], None)):
+        with pytest.raises(sandbox.SandboxError) as err:
+            call()
+        assert str(path) in err.value.message and err.value.exit_code == 3
+    assert calls == []
+    own = tmp_path / "objects"
+    own.mkdir()
+    sandbox.argv(Box(write=(own,)), ["make"], None)      # a directory of its own is fine
