@@ -60,11 +60,13 @@ def collect_warnings(text: str) -> tuple[str, ...]:
 
 
 def first_errors(text: str, limit: int = 15) -> str:
+    """The first error of a failed make (or its last lines), and the line
+    saying what the sandbox stopped when that is what failed it."""
     lines = text.splitlines()
-    for index, line in enumerate(lines):
-        if _ERROR.search(line):
-            return "\n".join(lines[max(0, index - 2):index + limit])
-    return "\n".join(lines[-limit:])
+    found = next((i for i, line in enumerate(lines) if _ERROR.search(line)), None)
+    head = lines[-limit:] if found is None else lines[max(0, found - 2):found + limit]
+    escape = sandbox.explain(text)
+    return "\n".join([*head, escape] if escape else head)
 
 
 # the kernel's reproducible-build knobs: the same source and .config give the
@@ -146,10 +148,8 @@ def _build_into_cache(tree: SourceTree, config: ConfigReport, objdir: Path,
         raise BuildError(f"disk full: {objdir} (make: No space left on device; "
                          f"log: {make_log})", EXIT_INFRA)
     if not result.ok:
-        escape = sandbox.explain(text)
         raise BuildError(f"kernel build failed ({tree.origin}); first errors:\n"
-                         f"{first_errors(text)}\n{escape + chr(10) if escape else ''}"
-                         f"full log: {make_log}", EXIT_FAIL)
+                         f"{first_errors(text)}\nfull log: {make_log}", EXIT_FAIL)
     with cache.fill("kernels", key) as scratch:
         staging = scratch / "modules"
         staging.mkdir()

@@ -90,9 +90,8 @@ def _step(argv: Sequence[str | Path], cwd: Path, log: Path, timeout: float,
 def _failed(what: str, text: str, log: Path) -> SelftestError:
     # no static libc on the host is the host's problem, not the tree's
     code = EXIT_INFRA if re.search(r"cannot find -l\w+", text) else EXIT_FAIL
-    escape = sandbox.explain(text)
     return SelftestError(f"{what} does not build; first errors:\n{first_errors(text)}\n"
-                         f"{escape + chr(10) if escape else ''}full log: {log}", code)
+                         f"full log: {log}", code)
 
 
 def _require(tree: Path, relative: Path) -> Path:

@@ -4,7 +4,9 @@ first test that needs them pays the build; every later one hits the cache."""
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
@@ -31,6 +33,20 @@ def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true",
                      help="rewrite the golden files under tests/data from what the code "
                           "gives now, instead of comparing; review the diff before committing")
+
+
+@pytest.fixture(autouse=True)
+def shared_tmp_stays_ours(tmp_path_factory):
+    """After every test: /tmp and pytest's own temporary root still belong to
+    whoever runs the tests. A sandbox box that was handed /tmp once made every
+    file there the sandbox user's and every later tool refused its own files;
+    this names the test that did it instead of failing the suites after it."""
+    yield
+    me = os.geteuid()
+    for path in (Path("/tmp"), tmp_path_factory.getbasetemp().parent):
+        info = os.stat(path)
+        assert info.st_uid == me, f"{path} now belongs to uid {info.st_uid}, not {me}"
+    assert os.stat("/tmp").st_mode & 0o7777 == 0o1777, "/tmp lost its mode 1777"
 
 
 @pytest.fixture(scope="session")
@@ -93,3 +109,34 @@ def in_ci() -> bool:
 def pytest_configure(config):
     # the suites' own marker (harness/suites/pytest.ini): unit tests import their modules
     config.addinivalue_line("markers", "subrows(prefix): reports rows of its own")
+
+
+@pytest.fixture
+def listener():
+    """A TCP listener on the host's loopback, for a planted build to reach
+    for: (its port, what each connection that reached it sent)."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    got: list[str] = []
+    stop = threading.Event()
+
+    def accept():
+        while not stop.is_set():
+            try:
+                conn, peer = server.accept()
+            except OSError:
+                continue
+            conn.settimeout(1)
+            try:
+                got.append(f"{peer}: {conn.recv(100)!r}")
+            except OSError:
+                got.append(f"{peer}: (sent nothing)")
+            conn.close()
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], got
+    stop.set()
+    thread.join(2)
+    server.close()

@@ -17,7 +17,6 @@ such symbol is checked against the last whole build's Module.symvers, so an
 undefined symbol is still a build failure. Module.symvers is put back."""
 from __future__ import annotations
 
-import os
 import re
 import shutil
 from dataclasses import dataclass

@@ -141,8 +141,7 @@ class PatchChecker:
                                      self.logs / f"{stem}-make.log")
         report.builds = ok
         if not ok:
-            escape = sandbox.explain(text)
-            report.errors = build.first_errors(text) + (f"\n{escape}" if escape else "")
+            report.errors = build.first_errors(text)
         report.new_warnings = self.ledger.add(warnings_in(text, tree.path))
         self.reports.append(report)
         if self.on_patch:

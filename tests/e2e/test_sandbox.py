@@ -10,44 +10,16 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import socket
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
-import pytest
 
 from ..conftest import REPO
 
 HARNESS = [sys.executable, "-m", "harness"]
 SHORT = ["--set", "suites=[modules]", "--set", "modules=[rdma_rxe]", "--set", "vm.nodes=1"]
 KBUILD = "drivers/infiniband/sw/rxe/Makefile"
-
-
-@pytest.fixture
-def listener():
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(8)
-    server.settimeout(0.2)
-    got: list[str] = []
-    stop = threading.Event()
-
-    def accept():
-        while not stop.is_set():
-            try:
-                conn, peer = server.accept()
-            except OSError:
-                continue
-            got.append(str(peer))
-            conn.close()
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], got
-    stop.set()
-    thread.join(2)
-    server.close()
 
 
 def planted_series(tree: Path, out: Path, token: str, port: int) -> Path:

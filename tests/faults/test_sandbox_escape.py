@@ -6,8 +6,6 @@ build's own output still lands in the object directory."""
 from __future__ import annotations
 
 import os
-import socket
-import threading
 from pathlib import Path
 
 import pytest
@@ -19,32 +17,6 @@ from harness.plan import BuildSpec
 pytestmark = pytest.mark.skipif(
     not sandbox.enabled() or not os.path.exists("/usr/bin/bwrap"),
     reason="bubblewrap is not installed (bootstrap.sh installs it)")
-
-
-@pytest.fixture
-def listener():
-    """A TCP listener on the host's loopback; the list of connections it got."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(4)
-    server.settimeout(0.2)
-    got: list[str] = []
-    stop = threading.Event()
-
-    def accept():
-        while not stop.is_set():
-            try:
-                conn, peer = server.accept()
-            except OSError:
-                continue
-            got.append(f"{peer}: {conn.recv(100)!r}")
-            conn.close()
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield server.getsockname()[1], got
-    stop.set()
-    thread.join(2)
-    server.close()
 
 
 def test_a_planted_build_leaves_the_host_unchanged(tmp_path, listener):

@@ -131,3 +131,18 @@ def test_first_errors_finds_modpost_errors():
 def test_without_an_error_line_the_tail_is_shown():
     log = "\n".join(f"line {i}" for i in range(100))
     assert first_errors(log, limit=5).splitlines() == [f"line {i}" for i in range(95, 100)]
+
+
+def test_first_errors_says_when_the_sandbox_stopped_the_build(monkeypatch):
+    """Every caller (the build, a per-patch check, selftests, the devloop's
+    module build) gets the sandbox's line from here, once."""
+    monkeypatch.delenv("HARNESS_SANDBOX", raising=False)
+    log = ("  CC [M]  drivers/infiniband/sw/rxe/rxe.o\n"
+           "/bin/sh: 1: cannot create /home/dev/planted: Read-only file system\n"
+           "make[4]: *** [scripts/Makefile.build:229: rxe.o] Error 2\n")
+    excerpt = first_errors(log).splitlines()
+    assert excerpt[-1].startswith("the sandbox stopped it: it wrote into a read-only path")
+    assert sum("the sandbox stopped it" in line for line in excerpt) == 1
+    assert "sandbox" not in first_errors(ERROR_LOG)
+    monkeypatch.setenv("HARNESS_SANDBOX", "none")
+    assert "sandbox" not in first_errors(log)
