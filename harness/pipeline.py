@@ -15,6 +15,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Iterable
 
 from . import build, image, kconfig, selftests, series, source, suites
 from .cache import Cache, digest
@@ -23,8 +24,9 @@ from .plan import Plan, check_working_tree, waiver_for
 from .progress import Progress
 from .results import reproducer
 from .results.crashes import Attribution
-from .results.model import (ConfigChange, KconfigResult, NodeRecord, PatchResult, RunResult,
-                            SeriesResult, StageRecord)
+from .results.model import (ConfigChange, CrashRecord, ExpectationsSummary, KconfigResult,
+                            NodeRecord, PatchResult, RunResult, SeriesResult, StageRecord,
+                            TestRecord)
 from .series import check as patchcheck
 from .suites import expectations, retry
 from .suites.plugin import SuiteContext, SuiteNode
@@ -220,12 +222,13 @@ def guest_image(run: Run) -> tuple[image.GuestImage, Path]:
     """The guest's base disk and the kernel's modules disk."""
     with run.stages("image") as info:
         img = image.build_image(run.plan.image, run.cache, run.logs / "image.log")
-        moddisk = _modules_disk(run.kernel.build, run.cache, run.logs / "image.log")
+        moddisk = modules_disk(run.kernel.build, run.cache, run.logs / "image.log")
         info.cached = img.cached
     return img, moddisk
 
 
-def _modules_disk(kb: build.KernelBuild, cache: Cache, log: Path) -> Path:
+def modules_disk(kb: build.KernelBuild, cache: Cache, log: Path) -> Path:
+    """The small disk holding `kb`'s modules, made once per build (cached)."""
     with cache.lock("moddisks", kb.key):
         entry = cache.get("moddisks", kb.key)
         if entry is None:
@@ -288,33 +291,86 @@ def boot(run: Run, img: image.GuestImage, moddisk: Path) -> None:
                         for n in run.nodes]
 
 
+def reboot(run: Run, kb: build.KernelBuild, console_kept_as: str,
+           moddisk: Path | None = None) -> None:
+    """The one "boot again and wait for SSH": new nodes from the old ones'
+    spec with `kb` (same names, ports and directories; a new overlay),
+    replacing run.nodes in place (the end of the run stops whatever started);
+    each old console kept as `console_kept_as` in its node's directory."""
+    moddisk = moddisk or modules_disk(kb, run.cache, run.logs / "image.log")
+    fresh = []
+    for node in run.nodes:
+        node.stop()
+        if node.console.exists():
+            node.console.rename(node.dir / console_kept_as)
+        config = dataclasses.replace(node.boot, kernel=kb, modules_disk=moddisk)
+        fresh.append(type(node)(node.spec, config, node.dir))
+    run.nodes[:] = fresh
+    for node in fresh:
+        node.start()
+    for node in fresh:
+        node.wait_ssh(node.dir / "ssh.log")
+        run.say(f"{node.name}: SSH answered {node.boot_seconds:.1f} s after QEMU started")
+
+
 def test(run: Run) -> None:
-    """The plan's suites against the booted nodes, under the hang watchdog;
-    with `retries`, the failed rows again (suites/retry.py: flaky or not)."""
+    """The plan's suites against the booted nodes (run_suites); what kept the
+    harness from testing fails the stage, the rows that ran are kept."""
     with run.stages("test"):
         plan, result = run.plan, run.result
-        sctx = suite_context(run, run.kernel, plan.suites)
-        result.expectations = sctx.expectations.summary()
-        shown = (run.progress or Progress()).for_tests()
-        log = run.logs / "pytest.log"
-        with Watchdog(run.nodes, plan.vm.hang_timeout, on_hang=shown.hang):
-            result.tests = list(suites.run(plan.suites, sctx, log, on_result=shown.row))
-            if plan.retries and not run.interrupted and not sctx.infra_errors \
-                    and all(n.alive() for n in run.nodes):
-                result.tests = _retried(run, sctx, log, shown.row)
-        if run.interrupted:      # pytest swallowed the KeyboardInterrupt and returned
-            raise Interrupted(run.interrupted)
-        dead = [n for n in run.nodes if not n.alive()]
-        if dead:
+        done = SuitesDone()
+        try:
+            run_suites(run, run.kernel, plan.suites, run.logs / "pytest.log",
+                       lambda: run.result.crashes, done)
+        finally:
+            result.expectations, result.tests = done.expectations, done.rows
+        if done.errors:
             # the results so far are kept; whether the kernel is to blame is
             # decided from the console by the verdict (a crash or hang: exit 1)
-            raise SuiteError("; ".join(_death(n) for n in dead)
-                             + "; results of the tests that ran are kept", EXIT_INFRA)
-        if sctx.infra_errors:
-            raise SuiteError("; ".join(sctx.infra_errors)
-                             + "; results of the tests that ran are kept", EXIT_INFRA)
+            raise SuiteError("; ".join(done.errors) + "; results of the tests that ran are kept",
+                             EXIT_INFRA)
         if not result.tests:
             raise HarnessError("the suites ran no test; see logs/pytest.log", EXIT_INFRA)
+
+
+@dataclass
+class SuitesDone:
+    """What one pass of the suites gave (filled as it goes: an interrupted
+    pass keeps what ran)."""
+    rows: list[TestRecord] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)   # dead nodes, the suites' own failures
+    expectations: ExpectationsSummary | None = None
+
+
+def run_suites(run: Run, kernel: Kernel, names: tuple[str, ...], log: Path,
+               crashes: Callable[[], Iterable[CrashRecord]],
+               done: SuitesDone | None = None) -> SuitesDone:
+    """The one suite loop: the suites `names` against the run's nodes testing
+    `kernel`, under the hang watchdog; with the plan's `retries`, the failed
+    rows again (suites/retry.py: flaky or not; never a suite the kernel
+    splatted in: `crashes` are the crash records of this part of the
+    consoles, and never once a node died: a death is the verdict's to judge).
+    Interrupted (Ctrl-C, SIGTERM) once the suites return; `errors` says what
+    kept the harness from testing (a dead or hung node, a suite's failure)."""
+    done = done if done is not None else SuitesDone()
+    sctx = suite_context(run, kernel, names)
+    done.expectations = sctx.expectations.summary()
+    shown = (run.progress or Progress()).for_tests()
+    with Watchdog(run.nodes, run.plan.vm.hang_timeout, on_hang=shown.hang):
+        done.rows = list(suites.run(names, sctx, log, on_result=shown.row))
+        if run.plan.retries and not run.interrupted and not sctx.infra_errors \
+                and all(n.alive() for n in run.nodes):
+            def rerun(again: tuple[str, ...], select: tuple[str, ...]) -> list:
+                ctx = dataclasses.replace(sctx, select=select, records=[])
+                return suites.run(again, ctx, log, on_result=shown.row)
+
+            suite_of = {path.name: name for path, name in suites.suite_files(names).items()}
+            done.rows = retry.retry(done.rows, run.plan.retries, rerun, crashes(), suite_of,
+                                    run.say)
+    if run.interrupted:      # pytest swallowed the KeyboardInterrupt and returned
+        raise Interrupted(run.interrupted)
+    done.errors = [death(n) for n in run.nodes if not n.alive()] + list(sctx.infra_errors)
+    return done
 
 
 def suite_context(run: Run, kernel: Kernel, names: tuple[str, ...]) -> SuiteContext:
@@ -341,19 +397,8 @@ def attribution(run: Run) -> Attribution:
         waiver=lambda title, signature: waiver_for(run.plan, title, signature))
 
 
-def _retried(run: Run, sctx: SuiteContext, log: Path, on_result) -> list:
-    """The run's rows after the plan's `retries` (only while every node lives:
-    a death is the verdict's to judge, never retried away)."""
-    def rerun(names: tuple[str, ...], select: tuple[str, ...]) -> list:
-        ctx = dataclasses.replace(sctx, select=select, records=[])
-        return suites.run(names, ctx, log, on_result=on_result)
-
-    suite_of = {path.name: name for path, name in suites.suite_files(run.plan.suites).items()}
-    return retry.retry(run.result.tests, run.plan.retries, rerun, run.result.crashes,
-                       suite_of, run.say)
-
-
-def _death(node: Node) -> str:
+def death(node: Node) -> str:
+    """What happened to a node that is no longer alive, for the stage's error."""
     if node.hang is not None:
         return (f"{node.name}: hung ({node.hang.reason}; VM state {node.hang.vm_status}), "
                 "killed by the watchdog")

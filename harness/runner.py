@@ -35,7 +35,7 @@ from .results.crashes import node_crashes
 from .results.model import RunResult, WarningRecord
 from .results.summary import print_summary
 from .results.verdict import decide, flaky_warnings
-from .series import each
+from . import testeach
 from .results.writers import write_json, write_junit
 from .source import working
 from .suites import expectations
@@ -239,8 +239,8 @@ def stages(state: Run, test: bool = True) -> None:
     pipeline.boot(state, img, moddisk)
     if test:
         pipeline.test(state)
-        if each.wanted(state.plan):      # series check --test-each: the patches below the top
-            each.test_each(state)
+        if testeach.wanted(state.plan):      # series check --test-each: the patches below the top
+            testeach.test_each(state)
 
 
 def _finish(state: Run, keep: Callable[[Run], bool] | None = None) -> None:

@@ -158,7 +158,7 @@ def _reboot(state: Run, entry: registry.KeptRun, kb: build.KernelBuild) -> list[
     """The supervisor restarts the nodes with `kb`; attached again."""
     for node in state.nodes:
         node.stop()
-    moddisk = pipeline._modules_disk(kb, state.cache, state.logs / "image.log")
+    moddisk = pipeline.modules_disk(kb, state.cache, state.logs / "image.log")
     state.say("rebooting the nodes with the new kernel")
     answer = supervisor.request(entry, "reboot", timeout=state.plan.vm.boot_timeout + 120,
                                 kernel_entry=str(kb.bzimage.parent), key=kb.key,

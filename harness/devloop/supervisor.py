@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .. import build
+from .. import build, pipeline
 from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, DevloopError
 from ..pipeline import Run
@@ -232,22 +232,11 @@ class Supervisor:
 
     def _reboot(self, entry: Path, key: str, moddisk: Path, tag: str) -> dict:
         """The nodes again, same names, ports and disks, another kernel; the
-        old console kept as console-<tag>.log."""
+        old console kept as console-before-<tag>.log."""
         kb = build.load(entry, key)
-        fresh = []
-        for node in self.state.nodes:
-            node.stop()
-            if node.console.exists():
-                node.console.rename(node.dir / f"console-before-{tag}.log")
-            config = dataclasses.replace(node.boot, kernel=kb, modules_disk=moddisk)
-            fresh.append(type(node)(node.spec, config, node.dir))
-        self.state.nodes[:] = fresh
-        for node in fresh:
-            node.start()
-        seconds = {}
-        for node in fresh:
-            node.wait_ssh(node.dir / "ssh.log")
-            seconds[node.name] = round(node.boot_seconds or 0, 2)
+        pipeline.reboot(self.state, kb, f"console-before-{tag}.log", moddisk)
+        fresh = self.state.nodes
+        seconds = {node.name: round(node.boot_seconds or 0, 2) for node in fresh}
         self._update(nodes=tuple(kept_node(n) for n in fresh), kernel_entry=str(entry),
                      moddisk=str(moddisk))
         write_ssh_config(self.state.run_dir, self.entry.nodes)

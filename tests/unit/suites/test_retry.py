@@ -147,25 +147,30 @@ def test_retries_through_the_plugin_run_only_the_failed_tests(tmp_path):
 
 def test_the_pipeline_reruns_with_a_fresh_context_selecting_the_failed_rows(tmp_path,
                                                                              monkeypatch):
+    """pipeline.run_suites, the one suite loop: a failed row is run again in a
+    context of its own (its row selected, no records), the caller's untouched."""
     from types import SimpleNamespace
 
     from harness import pipeline, suites
     from harness.plan import Plan
-    from harness.results.model import RunResult
     from harness.suites.plugin import SuiteContext
 
     asked = []
 
     def run(names, ctx, log, on_result=None):
         asked.append((names, ctx.select, list(ctx.records), log))
-        return [Record(PING.suite, PING.name, "node1", "pass", 1.0, provider="rxe")]
+        status = "fail" if len(asked) == 1 else "pass"
+        return [Record(PING.suite, PING.name, "node1", status, 1.0, provider="rxe")]
 
     monkeypatch.setattr(suites, "run", run)
     sctx = SuiteContext(nodes=[], kernel_release="7.2.13", modules=(), command_timeout=60,
                         select=("verbs *",), records=[PING])
-    state = SimpleNamespace(plan=Plan(suites=("verbs",), retries=2),
-                            result=RunResult("r", "p", tests=[PING]), say=lambda text: None)
-    out = pipeline._retried(state, sctx, tmp_path / "pytest.log", None)
-    assert [r.status for r in out] == ["flaky"]
-    assert asked == [(("verbs",), (f"verbs {PING.name}",), [], tmp_path / "pytest.log")]
+    monkeypatch.setattr(pipeline, "suite_context", lambda run, kernel, names: sctx)
+    state = SimpleNamespace(plan=Plan(suites=("verbs",), retries=2), nodes=[], progress=None,
+                            interrupted="", say=lambda text: None)
+    log = tmp_path / "pytest.log"
+    done = pipeline.run_suites(state, None, ("verbs",), log, lambda: [])
+    assert [r.status for r in done.rows] == ["flaky"] and done.errors == []
+    assert asked == [(("verbs",), ("verbs *",), [PING], log),
+                     (("verbs",), (f"verbs {PING.name}",), [], log)]
     assert sctx.select == ("verbs *",) and sctx.records == [PING]     # untouched

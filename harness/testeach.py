@@ -9,9 +9,9 @@ kernel stages hold it), configured and built through the ordinary cached
 stages (each patch's kernel is a cache entry a later bisect reuses), and the
 running nodes are brought to it (devloop/modules.py): changed .ko files put
 into them when only modules changed, else new nodes booted with the patch's
-kernel from the old ones' spec. Then the suites (`each_suites`, default the
-plan's) run as pipeline.test runs them, under the hang watchdog, failed rows
-retried as the plan's `retries` says; the crashes
+kernel from the old ones' spec (pipeline.reboot). Then the suites
+(`each_suites`, default the plan's) run through pipeline.run_suites, the loop
+pipeline.test runs (watchdog, retries, interrupts, dead nodes); the crashes
 on the consoles from where the patch's part begins (Node.console_start) are
 the patch's. A patch that does not build is skipped; after a crash, a hang or
 a failure of the harness the nodes are booted again for the next patch. At
@@ -24,19 +24,16 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import build, kconfig, pipeline, selftests, suites
-from ..build import KernelBuild
-from ..devloop import modules
-from ..errors import HarnessError
-from ..pipeline import Interrupted, Kernel, Run
-from ..plan import Plan, waiver_for
-from ..progress import Progress
-from ..results.crashes import Attribution, node_crashes
-from ..results.model import (FAILED_STATUSES, CrashRecord, PatchResult, PatchTests,
-                             TestRecord)
-from ..suites import retry
-from ..vm.watchdog import Watchdog
-from .apply import checkout_base
+from . import build, kconfig, pipeline, selftests
+from .build import KernelBuild
+from .devloop import modules
+from .errors import HarnessError
+from .pipeline import Interrupted, Kernel, Run
+from .plan import Plan, waiver_for
+from .progress import Progress
+from .results.crashes import Attribution, node_crashes
+from .results.model import FAILED_STATUSES, CrashRecord, PatchResult, PatchTests, TestRecord
+from .series import checkout_base
 
 PASSED = ("pass", "xpass", "flaky")     # flaky: failed, then passed on a retry
 SKIPPED = ("skip", "xfail")
@@ -200,60 +197,21 @@ def _bring(run: Run, running: Running, kernel: Kernel, label: str) -> modules.Ch
             change = modules.Change("reboot", f"{change.why}; putting them in failed: "
                                               f"{_first(exc)}")
     if change.action == "reboot":
-        reboot(run, new, running.label)
+        pipeline.reboot(run, new, f"console-{running.label}.log")
     running.build, running.label, running.reboot = new, label, ""
     return change
 
 
-def reboot(run: Run, kb: KernelBuild, label: str) -> None:
-    """New nodes from the old ones' spec with `kb` (same names, ports and
-    directories; a new overlay); the old console kept as console-<label>.log."""
-    moddisk = pipeline._modules_disk(kb, run.cache, run.logs / "image.log")
-    fresh = []
-    for node in run.nodes:
-        node.stop()
-        if node.console.exists():
-            node.console.rename(node.dir / f"console-{label}.log")
-        config = dataclasses.replace(node.boot, kernel=kb, modules_disk=moddisk)
-        fresh.append(type(node)(node.spec, config, node.dir))
-    run.nodes[:] = fresh          # the end of the run stops whatever started
-    for node in fresh:
-        node.start()
-    for node in fresh:
-        node.wait_ssh(node.dir / "ssh.log")
-        run.say(f"{node.name}: SSH answered {node.boot_seconds:.1f} s after QEMU started")
-
-
 def _suites(run: Run, kernel: Kernel, names: tuple[str, ...],
             index: int) -> tuple[list[TestRecord], list[str]]:
-    """The suites against the nodes as pipeline.test runs them (retries too);
-    the rows, and what kept the harness from testing."""
-    sctx = pipeline.suite_context(run, kernel, names)
-    shown = (run.progress or Progress()).for_tests()
+    """The suites against the nodes through the pipeline's one loop; the
+    rows, and what kept the harness from testing."""
     log = run.logs / "patches" / f"{index:04d}-pytest.log"
-    with Watchdog(run.nodes, run.plan.vm.hang_timeout, on_hang=shown.hang):
-        rows = list(suites.run(names, sctx, log, on_result=shown.row))
-        if run.plan.retries and not run.interrupted and not sctx.infra_errors \
-                and all(n.alive() for n in run.nodes):
-            rows = _retried(run, sctx, names, rows, log, shown.row)
-    if run.interrupted:
-        raise Interrupted(run.interrupted)
-    errors = [pipeline._death(n) for n in run.nodes if not n.alive()] + sctx.infra_errors
-    if not rows and not errors:
+    done = pipeline.run_suites(run, kernel, names, log, lambda: _part_crashes(run))
+    errors = list(done.errors)
+    if not done.rows and not errors:
         errors.append(f"the suites ran no test; see {log}")
-    return rows, errors
-
-
-def _retried(run: Run, sctx, names: tuple[str, ...], rows: list[TestRecord], log: Path,
-             on_result) -> list[TestRecord]:
-    """The plan's `retries` for the patch's failed rows, as pipeline.test
-    retries the top's (a suite the kernel splatted in is not retried)."""
-    def rerun(again: tuple[str, ...], select: tuple[str, ...]) -> list:
-        return suites.run(again, dataclasses.replace(sctx, select=select, records=[]), log,
-                          on_result=on_result)
-
-    suite_of = {path.name: name for path, name in suites.suite_files(names).items()}
-    return retry.retry(rows, run.plan.retries, rerun, _part_crashes(run), suite_of, run.say)
+    return done.rows, errors
 
 
 def _part_crashes(run: Run) -> list[CrashRecord]:

@@ -1,4 +1,4 @@
-"""`series check --test-each` without guests (harness/series/each.py): the
+"""`series check --test-each` without guests (harness/testeach.py): the
 per-patch record and its round trip, the verdict, the plan key and the CLI
 flags, how the nodes are brought to a patch's kernel (modules, reboot, the
 fallback), a patch that does not build, the summary and report cells."""
@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from harness import plan as plan_mod
+from harness import pipeline, plan as plan_mod
 from harness.cli import _parser, _series_plan
 from harness.devloop import modules
 from harness.errors import EXIT_INFRA, PlanError, ReloadError
@@ -23,7 +23,7 @@ from harness.results.model import TestRecord as Record
 from harness.results.summary import print_summary, cell_of_tests
 from harness.results.verdict import decide
 from harness.results.writers import write_json
-from harness.series import each
+from harness import testeach as each
 
 
 def patch(index: int, tests: PatchTests | None = None, builds=True) -> PatchResult:
@@ -148,7 +148,7 @@ def test_only_changed_modules_are_put_into_the_running_nodes(tmp_path, monkeypat
     put = []
     monkeypatch.setattr(modules, "put_in", lambda sessions, c, rel, timeout: (
         put.append(sessions) or ([], ["rdma_rxe"], [])))
-    monkeypatch.setattr(each, "reboot", lambda *a: pytest.fail("no reboot expected"))
+    monkeypatch.setattr(pipeline, "reboot", lambda *a: pytest.fail("no reboot expected"))
     running = each.Running(kernel("top").build, "top")
     assert each._bring(run, running, kernel("p1"), "patch-1") == change
     assert put == [["s1", "s2"]] and running.label == "patch-1"
@@ -166,15 +166,16 @@ def test_a_failed_put_in_or_an_earlier_crash_reboots(tmp_path, monkeypatch):
 
     monkeypatch.setattr(modules, "put_in", refuse)
     booted = []
-    monkeypatch.setattr(each, "reboot", lambda r, kb, label: booted.append((kb.key, label)))
+    monkeypatch.setattr(pipeline, "reboot",
+                        lambda r, kb, kept_as: booted.append((kb.key, kept_as)))
     running = each.Running(kernel("top").build, "top")
     change = each._bring(run, running, kernel("p1"), "patch-1")
     assert change.action == "reboot" and "putting them in failed" in change.why
-    assert booted == [("p1", "top")]      # the console of the top's kernel is kept as such
+    assert booted == [("p1", "console-top.log")]      # the console of the top's kernel is kept as such
     running.reboot = "patch 1: a crash or hang"
     change = each._bring(run, running, kernel("p2"), "patch-2")
     assert change == modules.Change("reboot", "booted again after patch 1: a crash or hang")
-    assert booted[-1] == ("p2", "patch-1") and running.reboot == ""
+    assert booted[-1] == ("p2", "console-patch-1.log") and running.reboot == ""
 
 
 def test_a_patch_that_does_not_build_is_skipped_without_a_boot(tmp_path):
