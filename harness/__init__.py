@@ -1,2 +1,3 @@
-"""Kernel validation harness: plan -> source -> kconfig -> build -> image -> vm ->
-guest -> suites -> detect -> results (see docs/architecture.md)."""
+"""Kernel validation harness: plan -> source -> series -> kconfig -> build ->
+selftests -> image -> vm -> guest -> suites -> detect -> results (the picture:
+docs/architecture.md, "The pipeline")."""

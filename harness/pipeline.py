@@ -1,12 +1,24 @@
-"""The stage sequence, written once:
+"""The stage sequence, written once: the stages of the picture in
+docs/architecture.md ("The pipeline"), by the names a run records
+(results.json `stages[]`):
 
-    source -> series -> kconfig -> build -> selftests   (`kernel()`: every command
-    -> image -> boot -> test                             that needs a kernel)
+    source -> series -> kconfig -> build -> selftests     kernel(): every command
+                                                           that needs a kernel
+    -> image -> boot -> test [-> test-each]               guest_image() (base disk +
+                                                           modules_disk()), boot() (vm +
+                                                           guest), test() (the suites);
+                                                           test-each: testeach.py
 
+`series` runs when the plan has one, `selftests` when a suite needs
+host-built programs; detect and results are the end of the run (runner.py).
 Each stage is timed and recorded in the RunResult (`Stages`) and shown by the
 Progress display; `kernel_for()` runs the same kernel stages without a run
-directory (tests, benchmarks). runner.py owns what is around a run: its
-directory, signals, the crash records, the verdict and the writers."""
+directory (tests, benchmarks). `run_suites()` is the one suite loop (hang
+watchdog, the plan's retries, interrupts, dead nodes) that test() and
+testeach.py run; `reboot()` is the one boot again (new nodes with another
+kernel, SSH waited for), for testeach.py and the devloop supervisor.
+runner.py owns what is around a run: its directory, signals, the crash
+records, the verdict and the writers."""
 from __future__ import annotations
 
 import contextlib
