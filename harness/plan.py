@@ -158,10 +158,6 @@ CHOICES = {
 }
 
 
-def _describe(tp: Any) -> str:
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
-
-
 def _convert(value: Any, tp: Any, where: str, src: str) -> Any:
     origin = typing.get_origin(tp)
     if origin in (typing.Union, types.UnionType):
@@ -178,17 +174,19 @@ def _convert(value: Any, tp: Any, where: str, src: str) -> Any:
         return tuple(_convert(v, typing.get_args(tp)[0], f"{where}[{i}]", src)
                      for i, v in enumerate(value))
     if dataclasses.is_dataclass(tp):
-        return _build(tp, value, where, src)
+        return from_mapping(tp, value, where, src)
     if tp is bool and isinstance(value, bool):
         return value
     if tp is int and isinstance(value, int) and not isinstance(value, bool):
         return value
     if tp is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
         return str(value)
-    raise PlanError(f"{src}: {where}: expected {_describe(tp)}, got {quote(value)}")
+    name = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+    raise PlanError(f"{src}: {where}: expected {name}, got {quote(value)}")
 
 
-def _build(cls: type, data: Any, where: str, src: str) -> Any:
+def from_mapping(cls: type, data: Any, where: str, src: str) -> Any:
+    """A `cls` dataclass from YAML data, every key checked (PlanError, exit 2)."""
     if not isinstance(data, dict):
         raise PlanError(f"{src}: {where or 'top level'}: expected a mapping, got {quote(data)}")
     hints = typing.get_type_hints(cls)
@@ -247,7 +245,7 @@ def load(path: str | Path | None, overrides: list[str] = (), as_run: bool = Fals
         data.pop("source_file", None)
     for assignment in overrides:
         apply_set(data, assignment)
-    plan = _build(Plan, data, "", str(path))
+    plan = from_mapping(Plan, data, "", str(path))
     if plan.kernel.tree and plan.kernel.source == "debian":
         # naming a tree is choosing it: `--set kernel.tree=/src/linux` is enough
         plan = dataclasses.replace(

@@ -113,9 +113,9 @@ def _detach(pipe: int, log_path: Path | None) -> None:
 
 
 def kept_node(node: Node) -> KeptNode:
-    host, port = node._ssh_target()
+    host, port = node.ssh_target()
     return KeptNode(
-        name=node.name, host="" if node._dial() is not None else host, port=port,
+        name=node.name, host="" if node.dial() is not None else host, port=port,
         key=str(node.boot.image.client_key), host_key_pub=node.boot.image.host_key_pub,
         console=str(node.console), backend=node.backend,
         pid=node.popen.pid if isinstance(node, QemuNode) and node.popen else 0,

@@ -1,19 +1,18 @@
 """Kconfig fragments and .config files as data: the requests a fragment makes
 (symbol, value, file:line, the comment above it), conflicts between fragments,
-and the values a .config file holds."""
+and the values a .config file holds (the text format: dotconfig.py)."""
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..dotconfig import NOT_SET, SETTING, diff, parse_config, read_config  # noqa: F401
 from ..errors import EXIT_BAD_INPUT, ConfigError
 from ..inputs import quote, read_text
 from ..plan import PROJECT_ROOT
 
 KCONFIG_DIR = PROJECT_ROOT / "kconfigs"
-_SET = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
-_UNSET = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
 # a comment line "# override: <reason>" just above a setting: it may change a
 # value an earlier fragment set (otherwise two values for one symbol conflict)
 _OVERRIDE = re.compile(r"^#\s*override\b", re.IGNORECASE)
@@ -57,8 +56,8 @@ def parse_fragment(path: Path) -> list[Request]:
         if not line:
             comments, after_setting = [], False
             continue
-        m = _SET.match(line)
-        u = None if m else _UNSET.match(line)
+        m = SETTING.match(line)
+        u = None if m else NOT_SET.match(line)
         if m or u:
             if m:
                 value = m.group(2)
@@ -80,22 +79,6 @@ def parse_fragment(path: Path) -> list[Request]:
         raise ConfigError(f"{path}:{number}: not a Kconfig line: {quote(raw)} (expected "
                           "CONFIG_FOO=y|m|value or '# CONFIG_FOO is not set')", EXIT_BAD_INPUT)
     return requests
-
-
-def read_config(path: Path) -> dict[str, str]:
-    return parse_config(path.read_text(errors="replace"))
-
-
-def parse_config(text: str) -> dict[str, str]:
-    """The values a .config (or fragment) text sets; "n" for `is not set`."""
-    values: dict[str, str] = {}
-    for line in text.splitlines():
-        if m := _SET.match(line):
-            value = m.group(2)
-            values[m.group(1)[7:]] = value[1:-1] if value.startswith('"') else value
-        elif m := _UNSET.match(line):
-            values[m.group(1)[7:]] = "n"
-    return values
 
 
 def effective_requests(fragments: list[Path]) -> list[Request]:
@@ -139,13 +122,8 @@ def read_given_config(path: Path) -> dict[str, str]:
                           EXIT_BAD_INPUT) from None
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
-        if line and not line.startswith("#") and not _SET.match(line):
+        if line and not line.startswith("#") and not SETTING.match(line):
             raise ConfigError(f"{path}:{number}: not a .config file: {quote(raw)} is not "
                               "CONFIG_FOO=value, '# CONFIG_FOO is not set' or a comment",
                               EXIT_BAD_INPUT)
     return parse_config(text)
-
-
-def diff(old: dict[str, str], new: dict[str, str]) -> list[tuple[str, str, str]]:
-    return [(s, old.get(s, "n"), new.get(s, "n")) for s in sorted(set(old) | set(new))
-            if old.get(s, "n") != new.get(s, "n")]

@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 from .. import plan as plan_mod
 from ..errors import PlanError
 from ..inputs import check_name, load_yaml, not_option, quote
-from ..plan import PROJECT_ROOT, _build, check_debian_source
+from ..plan import PROJECT_ROOT, check_debian_source, from_mapping
 
 # what a git source's mirror is cloned from, besides an existing local path
 # and git's scp-like ssh form [user@]host:path (plain http: use https)
@@ -110,7 +110,7 @@ def load(path: Path) -> NightlyConfig:
     for key in ("name", "sources"):
         if key not in data:
             raise PlanError(f"{src}: `{key}` is missing")
-    config = dataclasses.replace(_build(NightlyConfig, data, "", src), source_file=src)
+    config = dataclasses.replace(from_mapping(NightlyConfig, data, "", src), source_file=src)
     config = _check(config, src)
     for index, source in enumerate(config.sources):
         for plan in source.plans or config.plans:

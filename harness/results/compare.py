@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..kconfig import fragments
+from .. import dotconfig
 from . import baseline as perf
 from .history import RowKey
 from .model import ConfigChange, CrashRecord, RunResult, TestRecord, WarningRecord
@@ -164,8 +164,8 @@ def _crashes(run: RunResult) -> dict[str, CrashChange]:
 def _kconfig(current: RunResult, base: RunResult, current_config: Path | None,
              baseline_config: Path | None) -> tuple[list[ConfigChange], str]:
     if current_config and baseline_config:
-        changes = fragments.diff(fragments.read_config(baseline_config),
-                                 fragments.read_config(current_config))
+        changes = dotconfig.diff(dotconfig.read_config(baseline_config),
+                                 dotconfig.read_config(current_config))
         return [ConfigChange(*c) for c in changes], ".config"
     # without both .config files only what the fragments asked for is known;
     # a symbol one run did not request has no value to compare

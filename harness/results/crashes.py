@@ -1,6 +1,6 @@
 """The run's crash records: what the detector found on each node's console,
 with the test that was running (the suites' markers), the suspected patch of
-the series (series/blame.py) and the plan's waiver; a hung node's SysRq dump
+the series (blame.py) and the plan's waiver; a hung node's SysRq dump
 becomes a record of its own."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Callable
 from .. import detect
 from ..detect import markers
 from ..errors import HarnessError
-from ..series import blame
+from . import blame
 from .model import CrashRecord, SeriesResult
 
 

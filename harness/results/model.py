@@ -87,7 +87,7 @@ class StagedFile:
 
 @dataclass(frozen=True)
 class SuspectedPatch:
-    """Which patch of the series a crash most likely comes from (series/blame.py)."""
+    """Which patch of the series a crash most likely comes from (results/blame.py)."""
     patch: int | None              # the patch index when one patch is to blame
     candidates: tuple[int, ...]    # every patch that remains possible
     how: str                       # blame | frames | module

@@ -19,7 +19,7 @@ from .. import proc
 from .apt import PrivateApt
 from ..cache import Cache, digest
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, SourceError
-from ..plan import WORKING_TREE, KernelSpec
+from ..plan import KernelSpec
 
 # A fixed identity and date make the imported commit reproducible: the same
 # package version gives the same commit id on every machine (a stable cache key).
@@ -126,9 +126,9 @@ def check_kernel_tree(tree: Path, what: str, ref: str = "HEAD") -> None:
 
 
 def prepare(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
-    if spec.source == "git" and spec.ref == WORKING_TREE:
-        from . import working         # it builds on this module
-        return working.prepare(spec)
+    """A cached tree: a git ref's worktree, or a Debian import. The source
+    stage (`harness.source.prepare`) sends `kernel.ref: working-tree` to
+    working.py instead."""
     if spec.source == "git":
         return _from_git(spec, cache, log)
     return _from_debian(spec, cache, log)

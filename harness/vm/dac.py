@@ -52,6 +52,7 @@ from .. import proc
 from ..errors import EXIT_INFRA, BootError
 from ..inputs import check_name
 from .node import BootConfig
+from .owners import judge, pid_alive
 
 ROOT = Path("/var/lib/libvirt/images/harness-local")
 OWNER = "owner.json"
@@ -287,8 +288,7 @@ def garbage(root: Path, running: Callable[[str], bool], why_garbage) -> list[tup
 
 def judged(found: Leftover, now: datetime.datetime,
            older_than: datetime.timedelta | None = None) -> str:
-    """Why a run directory is garbage (gc.judge on its owner.json), or ""."""
-    from .gc import judge, pid_alive    # gc imports the libvirt backend, which imports this
+    """Why a run directory is garbage (owners.judge on its owner.json), or ""."""
     if not found.pid:           # killed before it said whose it is, or being made now
         try:
             age = now.timestamp() - found.path.stat().st_mtime

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import os
 import shutil
 import socket
 import xml.etree.ElementTree as ET
@@ -23,7 +22,8 @@ from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError
 from ..inputs import arg_type, duration
 from ..results.safe import printable
 from . import dac
-from .libvirt import DEFAULT_URI, METADATA_NS, _libvirt, connect
+from .libvirt import DEFAULT_URI, METADATA_NS, bindings, connect
+from .owners import judge, pid_alive
 from .remote import parse, uri_option
 
 
@@ -71,28 +71,6 @@ def read_metadata(xml: str) -> Leftover | None:
                     _time(field("expires")))
 
 
-def judge(found: Leftover, now: datetime.datetime, older_than: datetime.timedelta | None,
-          host: str, pid_alive) -> str:
-    """Why `found` is garbage, or "" when it is not."""
-    if found.expires and now >= found.expires:
-        return f"expired at {found.expires.isoformat(timespec='seconds')}"
-    if older_than and found.started and now - found.started >= older_than:
-        return f"started {found.started.isoformat(timespec='seconds')}, over {older_than}"
-    if found.controller == host and found.pid and not pid_alive(found.pid):
-        return f"its controller (pid {found.pid} on {host}) is gone"
-    return ""
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def collect(uri: str, older_than: datetime.timedelta | None,
             now: datetime.datetime | None = None) -> list[tuple[object, Leftover]]:
     """(domain, leftover with why) of every harness domain at `uri` that is garbage."""
@@ -129,7 +107,7 @@ def staging_garbage(uri: str, older_than: datetime.timedelta | None,
 
 def gc_command(args: argparse.Namespace, console: Console) -> int:
     try:
-        libvirt = _libvirt()
+        libvirt = bindings()
         older_than = args.older_than          # refused at parse time unless > 0
         code = EXIT_PASS
         for uri in args.uri or [DEFAULT_URI]:

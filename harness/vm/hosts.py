@@ -16,7 +16,7 @@ from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError
 from ..results.safe import printable
 from . import remote, staging
 from .gc import read_metadata
-from .libvirt import _libvirt, connect, pool_path
+from .libvirt import bindings, connect, pool_path
 
 # what a host keeps for itself besides the guests (libvirtd, QEMU overhead)
 HOST_RESERVE_MB = 512
@@ -65,7 +65,7 @@ def inspect(uri: str) -> HostInfo:
         conn = connect(uri)
     except HarnessError as exc:
         return HostInfo(uri, False, str(exc))
-    libvirt = _libvirt()
+    libvirt = bindings()
     try:
         model, memory_mb, cpus, *_ = conn.getInfo()
         try:

@@ -55,8 +55,8 @@ _TEMPLATE = jinja2.Environment(
 
 
 @functools.cache
-def _libvirt():
-    """The libvirt module, its errors raised rather than printed (set once)."""
+def bindings():
+    """The libvirt-python module, its errors raised rather than printed (set once)."""
     try:
         import libvirt
     except ImportError as exc:
@@ -68,7 +68,7 @@ def _libvirt():
 
 def connect(uri: str):
     """An open connection, or BootError (exit 3) naming the URI."""
-    libvirt = _libvirt()
+    libvirt = bindings()
     try:
         return libvirt.open(uri)
     except libvirt.libvirtError as exc:
@@ -141,7 +141,7 @@ def _domain_type(boot: BootConfig) -> str:
 
 def stage_locally(conn, run_id: str, node: str, boot: BootConfig) -> dac.NodeFiles:
     """The node's files where libvirt's QEMU user reaches them (vm/dac.py)."""
-    libvirt = _libvirt()
+    libvirt = bindings()
 
     def running(name: str) -> bool:
         try:
@@ -203,7 +203,7 @@ class ConsolePump(threading.Thread):
         self.path = path
 
     def run(self) -> None:
-        libvirt = _libvirt()
+        libvirt = bindings()
         with open(self.path, "ab") as out:
             while True:
                 try:
@@ -225,7 +225,7 @@ class ConsolePump(threading.Thread):
         if self.is_alive():
             try:
                 self.stream.abort()
-            except _libvirt().libvirtError:
+            except bindings().libvirtError:
                 pass
             self.join(5)
 
@@ -256,13 +256,13 @@ class LibvirtNode(Node):
         host = self.address.host or socket.gethostname()
         return self.backend, self.address.display, host, self.domain_name
 
-    def _dial(self):
+    def dial(self):
         if self.tunnel is None:
             return None
         return lambda timeout: self.tunnel.dial(self.spec.ssh_port, timeout)
 
     def start(self) -> None:
-        libvirt = _libvirt()
+        libvirt = bindings()
         self.dir.mkdir(parents=True, exist_ok=True)
         self._conn = connect(self.uri)
         overlay = None
@@ -299,7 +299,7 @@ class LibvirtNode(Node):
                                 f"{self.domain_name}: {message}", EXIT_INFRA) from exc
 
     def _state(self) -> str:
-        libvirt = _libvirt()
+        libvirt = bindings()
         if self._domain is None:
             return self._last_state
         try:
@@ -333,14 +333,14 @@ class LibvirtNode(Node):
                 f"{tail}\nconsole tail ({self.console}):\n{self.console_tail()}")
 
     def _send_sysrq(self, key: str) -> None:
-        libvirt = _libvirt()
+        libvirt = bindings()
         self._domain.sendKey(libvirt.VIR_KEYCODE_SET_LINUX, 0,
                              [_KEY_ALT, _KEY_SYSRQ, _LETTERS[key]], 3, 0)
 
     def _end(self) -> None:
         """Destroy the domain (a transient domain is then gone), close the
         connection (which would destroy it too: autodestroy)."""
-        libvirt = _libvirt()
+        libvirt = bindings()
         if self._domain is not None:
             try:
                 self._domain.destroy()

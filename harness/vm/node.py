@@ -121,11 +121,11 @@ class Node:
         """(backend, libvirt URI, host, domain name) for results.json."""
         return self.backend, "", socket.gethostname(), ""
 
-    def _ssh_target(self) -> tuple[str, int]:
+    def ssh_target(self) -> tuple[str, int]:
         """Where the guest's SSH is reached from here."""
         return "127.0.0.1", self.spec.ssh_port
 
-    def _dial(self):
+    def dial(self):
         """None, or `dial(timeout)` giving a socket to the guest's SSH when it
         is not reached directly (a remote libvirt host)."""
         return None
@@ -177,7 +177,7 @@ class Node:
         """Connect once the guest is ready; fail when the VM dies or the boot
         watchdog fires."""
         deadline = self._started + self.boot.boot_timeout
-        host, port = self._ssh_target()
+        host, port = self.ssh_target()
         while True:
             if not self.alive():
                 raise BootError(self._death_message(), EXIT_INFRA)
@@ -187,7 +187,7 @@ class Node:
                     self.session = Session.connect(
                         self.name, host, port, self.boot.image.client_key,
                         self.boot.image.host_key_pub, timeout=timeout, log=ssh_log,
-                        dial=self._dial())
+                        dial=self.dial())
                     self.boot_seconds = time.monotonic() - self._started
                     return self.session
                 except (OSError, paramiko.SSHException, EOFError):

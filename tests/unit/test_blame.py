@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.results import blame
 from harness.results.model import CrashRecord
-from harness.series import blame
 from harness.source import GIT_ENV
 
 BASE = """\

@@ -323,7 +323,7 @@ class _Conn:
 def test_a_root_node_on_the_system_uri_stages_and_gives_back_its_files(tmp_path, root,
                                                                        monkeypatch):
     conn = _Conn()
-    monkeypatch.setattr(lv, "_libvirt", lambda: SimpleNamespace(
+    monkeypatch.setattr(lv, "bindings", lambda: SimpleNamespace(
         VIR_DOMAIN_START_AUTODESTROY=1, libvirtError=RuntimeError))
     monkeypatch.setattr(lv, "connect", lambda uri: conn)
     monkeypatch.setattr(dac, "applies", lambda uri, remote, session: True)

@@ -12,8 +12,9 @@ import argparse
 from harness.inputs import duration
 from harness.plan import VmSpec
 from harness.vm import topology
-from harness.vm.gc import judge, read_metadata
+from harness.vm.gc import read_metadata
 from harness.vm.libvirt import domain_xml
+from harness.vm.owners import judge
 
 from .test_vm_libvirt import NOW, _boot
 

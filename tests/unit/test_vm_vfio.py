@@ -149,7 +149,7 @@ def test_without_passthrough_the_domain_xml_is_unchanged(tmp_path):
 def test_a_libvirt_node_starts_its_domain_with_its_devices(tmp_path, monkeypatch):
     created = []
     conn = SimpleNamespace(createXML=lambda xml, flags: created.append(xml) or object())
-    monkeypatch.setattr(libvirt_mod, "_libvirt", lambda: SimpleNamespace(
+    monkeypatch.setattr(libvirt_mod, "bindings", lambda: SimpleNamespace(
         VIR_DOMAIN_START_AUTODESTROY=1, libvirtError=RuntimeError))
     monkeypatch.setattr(libvirt_mod, "connect", lambda uri: conn)
     monkeypatch.setattr(LibvirtNode, "_overlay", lambda self: tmp_path / "o.qcow2")

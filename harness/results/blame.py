@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .. import proc
 from ..errors import SourceError
-from ..results.model import CrashRecord, SuspectedPatch
+from .model import CrashRecord, SuspectedPatch
 
 _HUNK_FUNC = re.compile(r"^@@ [^@]+ @@ ?(?P<ctx>.*)$")
 _C_FUNC = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)\s*\([^;]*$")
