@@ -5,13 +5,12 @@ Exit codes: 0 pass, 1 kernel or test failure, 2 bad input, 3 infrastructure erro
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
 from . import plan as plan_mod
 from .errors import HarnessError
-from .inputs import arg_type, check_run_path, dashed_values, not_option
+from .inputs import arg_type, check_run_path, dashed_values
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
@@ -205,19 +204,29 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "reload":
         from .devloop import reload
         return reload.reload_command(args, console)
+    import tempfile
+    with tempfile.TemporaryDirectory(prefix="harness-series-",
+                                     ignore_cleanup_errors=True) as scratch:
+        # an mbox's patches are split there: it lives until the run applied them
+        return _run_command(args, console, Path(scratch))
+
+
+def _run_command(args: argparse.Namespace, console, scratch: Path) -> int:
+    """`run`, `series check`, `boot`: the plan resolved once (the series read
+    once, handed to the run), then the run."""
+    from . import resolve
     from .cache import Cache, private_dir
     from .runner import run
+    read = None
     try:
         plan = plan_mod.load(args.plan, args.overrides)
-        if args.command == "series":
-            plan = _series_plan(plan, args)
-        elif args.command == "boot":
-            pass
-        else:
-            plan = _with_series_suites(plan, args.overrides)
-        if args.bisect:
-            import dataclasses
-            plan = dataclasses.replace(plan, bisect=True)
+        choices = choices_of(args)
+        if choices.command == "series":
+            resolve.check_choices(plan, choices)    # before any series is read
+            read = resolve.read_series(choices.series, scratch)
+        elif choices.command == "run":
+            read = resolve.read_series(plan.series, scratch)
+        plan = resolve.plan_for(plan, choices, read or ())
         if args.history is not None:    # the run adds itself to it: never to another file
             history_db.writable(args.history)
         cache = Cache(args.cache_dir)
@@ -234,15 +243,30 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "boot" or args.keep_on_failure:
         try:
             return devloop_cli.keep_run(plan, args, console,
-                                        "boot" if args.command == "boot" else "failure")
+                                        "boot" if args.command == "boot" else "failure",
+                                        series=read)
         except HarnessError as exc:
             console.print(f"[bold red]error:[/] {printable(str(exc))}")
             return exc.exit_code
-    result = run(plan, args.runs_dir, cache, console, args.history)
+    result = run(plan, args.runs_dir, cache, console, args.history, series=read)
     if plan.bisect:
         from .bisect import auto
         result = auto.after_run(plan, result, args.runs_dir, cache, console, args.history)
     return result.exit_code
+
+
+def choices_of(args: argparse.Namespace):
+    """What the command line chose beside the plan file and --set."""
+    from .resolve import Choices
+    command = args.command
+    return Choices(
+        command=command, overrides=tuple(args.overrides), bisect=bool(args.bisect),
+        series=tuple(getattr(args, "series", None) or ()) if command == "series" else (),
+        no_per_patch=bool(getattr(args, "no_per_patch", False)),
+        test_each=bool(getattr(args, "test_each", False)),
+        each_suites=getattr(args, "each_suites", None),
+        keep_on_failure=bool(getattr(args, "keep_on_failure", False)),
+        tree=getattr(args, "tree", None), ref=getattr(args, "ref", None))
 
 
 def entry() -> None:
@@ -255,82 +279,6 @@ def entry() -> None:
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     sys.exit(code)
-
-
-def _series_specs(refs) -> list:
-    """The series a plan names, read (message-ids are fetched later, in the
-    run: they bring no suites)."""
-    import tempfile
-
-    from . import series
-
-    with tempfile.TemporaryDirectory(prefix="harness-series-") as tmp:
-        return [series.load(ref, Path(tmp), Path(tmp) / "log") for ref in refs
-                if not series.is_message_id(ref)]
-
-
-def _with_series_suites(plan: "plan_mod.Plan", overrides: list[str]) -> "plan_mod.Plan":
-    """`run`: the plan's suites and those its series bring (a series'
-    series.yaml names the suites that check what it adds, such as
-    demo-rxe-counters' rxe-counters): they leave with the series, so a run of
-    another series never fails on our demo's counters. `--set suites=...`
-    is taken as it is."""
-    import dataclasses
-
-    if "suites" in {o.split("=", 1)[0].strip() for o in overrides} or not plan.series:
-        return plan
-    brought = [t for spec in _series_specs(plan.series) for t in spec.suites]
-    suites = tuple(dict.fromkeys((*plan.suites, *brought)))
-    return dataclasses.replace(plan, suites=suites) if suites != plan.suites else plan
-
-
-def _series_plan(plan: "plan_mod.Plan", args: argparse.Namespace) -> "plan_mod.Plan":
-    """The plan for `series check`: the series, per-patch builds, and the
-    fragments, suites and modules the series ask for unless --set chose them."""
-    import dataclasses
-
-    chosen = {o.split("=", 1)[0].strip() for o in args.overrides}
-    changes: dict = {"series": tuple(args.series), "per_patch": not args.no_per_patch}
-    test_each = args.test_each or plan.test_each
-    if test_each and args.no_per_patch:
-        raise plan_mod.PlanError("--test-each needs the per-patch builds: drop --no-per-patch")
-    if test_each and plan.vm.backend != "qemu":
-        raise plan_mod.PlanError("--test-each reboots the nodes between patches, which needs "
-                                 "vm.backend: qemu")
-    if test_each and getattr(args, "keep_on_failure", False):
-        raise plan_mod.PlanError("--keep-on-failure with --test-each: the nodes end on an "
-                                 "earlier patch's kernel, not the top's; keep the top with a "
-                                 "run without --test-each")
-    changes["test_each"] = test_each
-    if args.ref is not None and not args.tree:
-        raise plan_mod.PlanError(f"--ref {args.ref}: a base commit of --tree; give --tree "
-                                 "too (or --set kernel.ref=... for the plan's own tree)")
-    if args.each_suites is not None:
-        if not test_each:
-            raise plan_mod.PlanError("--each-suites: only with --test-each")
-        changes["each_suites"] = tuple(s.strip() for s in args.each_suites.split(",")
-                                       if s.strip())
-    if "name" not in chosen:
-        stems = "+".join(Path(s).stem for s in args.series)[:60]
-        changes["name"] = "series-" + re.sub(r"[^A-Za-z0-9._+-]", "-", stems)
-    specs = _series_specs(args.series)
-    fragments = tuple(dict.fromkeys(f for s in specs for f in s.fragments))
-    suites = tuple(dict.fromkeys(t for s in specs for t in s.suites))
-    if fragments and "kconfig.fragments" not in chosen:
-        changes["kconfig"] = dataclasses.replace(plan.kconfig, fragments=fragments)
-    if suites and "suites" not in chosen:
-        changes["suites"] = suites
-    modules = tuple(dict.fromkeys(m for s in specs for m in s.modules))
-    if modules and "modules" not in chosen:
-        changes["modules"] = modules
-    if args.ref is not None:
-        not_option(args.ref, "--ref")      # the plan's check does not see these two
-    if args.tree:
-        not_option(str(args.tree), "--tree")
-        kernel = dataclasses.replace(plan.kernel, source="git", tree=str(args.tree.resolve()),
-                                     ref=args.ref or "HEAD")
-        changes["kernel"] = kernel
-    return dataclasses.replace(plan, **changes)
 
 
 if __name__ == "__main__":

@@ -166,11 +166,13 @@ def image_key(recipe: Recipe, init_text: str, client_pub: str) -> str:
     return digest("image", IMAGE_FORMAT, recipe.identity(), init_text, client_pub)
 
 
-def build_image(recipe_name: str, cache: Cache, log: Path,
+def build_image(recipe: Recipe | str, cache: Cache, log: Path,
                 progress: Progress | None = None) -> GuestImage:
-    """The guest image of a recipe, built once per content and then cached."""
+    """The guest image of a recipe (or of the recipe a name or path gives),
+    built once per content and then cached."""
     say = progress or (lambda message: None)
-    recipe = load_recipe(recipe_name)
+    if isinstance(recipe, str):
+        recipe = load_recipe(recipe)
     init_text = INIT_SCRIPT.read_text()
     key_path = client_key(cache)
     client_pub = _public_line(key_path.with_name(key_path.name + ".pub"))

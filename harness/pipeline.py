@@ -34,6 +34,7 @@ from .cache import Cache, digest
 from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, SuiteError
 from .plan import Plan, check_working_tree, waiver_for
 from .progress import Progress
+from .resolve import Read, Resolved
 from .results import reproducer
 from .results.crashes import Attribution
 from .results.model import (ConfigChange, CrashRecord, ExpectationsSummary, KconfigResult,
@@ -117,6 +118,9 @@ class Run:
     # a working tree's state when the source stage read it (devloop/quick.py)
     source_time: float = 0.0
     source_dirty: tuple[str, ...] = ()
+    # what preflight parsed and checked (runner.stages); the stages take it
+    resolved: Resolved | None = None
+    series_read: Read | None = None   # the series as the command line read them
 
     def say(self, text: str) -> None:
         if self.progress:
@@ -199,7 +203,10 @@ def _series(run: Run, tree: source.SourceTree, objdir: Path) -> source.SourceTre
     plan, logs = run.plan, run.logs
     work = (run.run_dir or logs) / "series"
     work.mkdir(exist_ok=True)
-    specs = [series.load(ref, work, logs / "series.log") for ref in plan.series]
+    # read once by preflight; a message-id is fetched now (b4, with the network)
+    known = run.resolved.series if run.resolved else ()
+    specs = [(known[i] if i < len(known) and known[i] is not None else
+              series.load(ref, work, logs / "series.log")) for i, ref in enumerate(plan.series)]
     if run.run_dir is not None:
         reproducer.save_series(run.run_dir, specs)
     run.result.series = [SeriesResult(s.name, s.origin, s.base, s.upstream) for s in specs]
@@ -233,7 +240,8 @@ def _series(run: Run, tree: source.SourceTree, objdir: Path) -> source.SourceTre
 def guest_image(run: Run) -> tuple[image.GuestImage, Path]:
     """The guest's base disk and the kernel's modules disk."""
     with run.stages("image") as info:
-        img = image.build_image(run.plan.image, run.cache, run.logs / "image.log")
+        recipe = run.resolved.recipe if run.resolved else image.load_recipe(run.plan.image)
+        img = image.build_image(recipe, run.cache, run.logs / "image.log")
         moddisk = modules_disk(run.kernel.build, run.cache, run.logs / "image.log")
         info.cached = img.cached
     return img, moddisk
@@ -389,14 +397,16 @@ def suite_context(run: Run, kernel: Kernel, names: tuple[str, ...]) -> SuiteCont
     """What the suites `names` get to test `kernel` on the run's nodes (its
     expectations resolved against the tree as it is checked out now)."""
     plan = run.plan
+    entries = (run.resolved.expectations.for_suites(names)
+               if run.resolved and set(names) <= set(run.resolved.expectations.by_suite)
+               else expectations.load(names, plan.expectations))
     return SuiteContext(
         nodes=[SuiteNode(n.name, n.session, n.spec.l2_ip, n.spec.l2_nic) for n in run.nodes],
         kernel_release=kernel.build.release, modules=plan.modules or suites.DEFAULT_MODULES,
         waived=lambda c: waiver_for(plan, c.title, c.signature),
         module_cycles=plan.modules_cycles, perf_repeat=plan.perf.repeat,
         command_timeout=plan.test_timeout, artifacts=kernel.artifacts, select=plan.select,
-        expectations=expectations.Expectations.resolve(
-            expectations.load(names, plan.expectations), kernel.tree.path))
+        expectations=expectations.Expectations.resolve(entries, kernel.tree.path))
 
 
 def attribution(run: Run) -> Attribution:

@@ -14,7 +14,6 @@ import secrets
 import signal
 import sqlite3
 import subprocess
-import tempfile
 import traceback
 from pathlib import Path
 from typing import Callable
@@ -22,12 +21,12 @@ from typing import Callable
 import yaml
 from rich.console import Console
 
-from . import image, kconfig, pipeline, series, source, suites
+from . import pipeline, resolve
 from .cache import Cache, private_dir
-from .errors import EXIT_INFRA, HarnessError, PlanError, is_disk_full
-from .inputs import check_run_path, quote
+from .errors import EXIT_INFRA, HarnessError, is_disk_full
+from .inputs import check_run_path
 from .pipeline import Interrupted, Run, Stages
-from .plan import WORKING_TREE, Plan, check_select, check_working_tree
+from .plan import Plan
 from .progress import Progress
 from .report import write_report
 from .results import baseline, history, reproducer
@@ -37,9 +36,7 @@ from .results.summary import print_summary
 from .results.verdict import decide, flaky_warnings
 from . import testeach
 from .results.writers import write_json, write_junit
-from .source import working
 from .suites import expectations
-from .suites import needs as suite_needs
 
 
 def new_run_dir(runs_dir: Path, plan: Plan) -> tuple[str, Path]:
@@ -55,13 +52,15 @@ def new_run_dir(runs_dir: Path, plan: Plan) -> tuple[str, Path]:
 def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
         console: Console | None = None, history_db: Path | None = None, *,
         body: Callable[[Run], None] | None = None,
-        keep: Callable[[Run], bool] | None = None) -> RunResult:
+        keep: Callable[[Run], bool] | None = None,
+        series: resolve.Read | None = None) -> RunResult:
     """Run `plan`; the run is indexed in `history_db` (default
     <runs_dir>/history.sqlite) when it ends. `body`: the stages (default all
     of them; `harness boot` stops after the boot, `harness reload` works on
     nodes it attached to); `keep(state)`, asked once the stages end: True
     leaves the nodes running (devloop/: `harness boot`, --keep-on-failure),
-    their consoles read as they are."""
+    their consoles read as they are. `series`: the plan's series as the
+    command line read them (resolve.read_series), not read again."""
     progress = Progress(console)
     started = datetime.datetime.now().isoformat(timespec="seconds")
     try:
@@ -79,7 +78,7 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
                          exit_code=exc.exit_code, error=str(exc))
     result = RunResult(run_id=run_id, plan=plan.name, started=started)
     state = Run(plan, cache or Cache(), run_dir / "logs", result, Stages(result, progress),
-                progress, run_dir)
+                progress, run_dir, series_read=series)
     history_db = history_db or history.default_path(runs_dir)
 
     def interrupt(signum, frame):
@@ -160,78 +159,11 @@ def _fullest(paths: tuple[Path, ...]) -> Path:
     return min(paths, key=room)
 
 
-def preflight(plan: Plan) -> None:
-    """Check every input that needs no download before spending minutes: bad
-    input ends the run at once with exit 2, naming the culprit."""
-    check_kconfig_base(plan)
-    # parse errors and conflicting values between fragments (exit 2)
-    kconfig.effective_requests([kconfig.fragment_path(n) for n in plan.kconfig.fragments])
-    unknown = [s for s in (*plan.suites, *plan.each_suites) if s not in suites.SUITES]
-    if unknown:
-        raise PlanError(f"{plan.source_file}: suites: unknown suite(s) {', '.join(unknown)} "
-                        f"(known: {', '.join(suites.SUITES)})")
-    check_select(plan, str(plan.source_file))
-    recipe = image.load_recipe(plan.image)
-    suite_needs.check(tuple(dict.fromkeys((*plan.suites, *plan.each_suites))),
-                      plan.kconfig.fragments, recipe.packages,
-                      str(plan.source_file), recipe.path or plan.image, plan.kconfig.base)
-    expectations.load(plan.suites, plan.expectations)     # bad entries: exit 2 now
-    if plan.vm.init == "systemd" and "systemd-sysv" not in recipe.packages:
-        raise PlanError(f"{plan.source_file}: vm.init=systemd needs an image with "
-                        f"systemd-sysv; {recipe.path} has none (use image: "
-                        "trixie-rdma-systemd)")
-    # plans made in code (`harness series --tree --ref`) skip the loader's check
-    check_working_tree(plan, str(plan.source_file))
-    if plan.kernel.source == "git" and plan.kernel.ref == WORKING_TREE:
-        working.check(plan.kernel.tree)    # a clean-for-O= git checkout, not bare
-    elif plan.kernel.source == "git":
-        source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree",
-                                 plan.kernel.ref)
-    if plan.vm.backend == "qemu":
-        from .vm.check import check_local
-        check_local(plan.vm.machine, plan.vm.firmware, str(plan.source_file))
-    if plan.vm.backend == "libvirt":       # before a 20-minute build, not after
-        from .vm import hosts, libvirt, remote
-        for uri in plan.vm.hosts or (plan.vm.libvirt_uri,):
-            remote.check(uri)              # a transport the guests' SSH can take: exit 2
-        if plan.vm.hosts:
-            # the placement asks them again at boot: here, one must answer
-            seen = [hosts.inspect(uri) for uri in plan.vm.hosts]
-            if not any(h.reachable for h in seen):
-                raise HarnessError("vm.hosts: no host answers: "
-                                   + "; ".join(h.error for h in seen), EXIT_INFRA)
-        else:
-            libvirt.connect(plan.vm.libvirt_uri).close()
-    with tempfile.TemporaryDirectory(prefix="harness-series-") as tmp:
-        for ref in plan.series:     # message-ids are fetched in the series stage
-            if not series.is_message_id(ref):
-                series.load(ref, Path(tmp), Path(tmp) / "series.log")
-
-
-def check_kconfig_base(plan: Plan) -> None:
-    """A path kconfig.base must be a readable file before the source is fetched."""
-    base = plan.kconfig.base
-    if base in ("tinyconfig", "defconfig"):
-        return
-    path = Path(base).expanduser()
-    problem = "" if path.is_file() else ("is a directory" if path.is_dir() else
-                                           "does not exist")
-    if not problem:
-        try:
-            with open(path, "rb"):
-                pass
-        except OSError as exc:
-            problem = f"cannot be read ({exc.strerror})"
-    if problem:
-        raise PlanError(f"{plan.source_file}: kconfig.base {quote(base)}: not tinyconfig or "
-                        f"defconfig, and as a .config file it {problem}")
-
-
 def stages(state: Run, test: bool = True) -> None:
     """Every stage of a run (`test=False`: up to the nodes answering SSH)."""
     state.logs.mkdir()
     check_run_path(state.run_dir.parent, "the runs directory")
-    preflight(state.plan)
+    state.resolved = resolve.preflight(state.plan, state.run_dir / "series", state.series_read)
     baseline.check_choice(state.plan.perf.baseline, state.run_dir.parent,
                           str(state.plan.source_file))
     pipeline.kernel(state)

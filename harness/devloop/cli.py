@@ -106,9 +106,10 @@ def boot_command(plan, args, console: Console) -> int:
     return keep_run(plan, args, console, "boot")
 
 
-def keep_run(plan, args, console: Console, why: str) -> int:
+def keep_run(plan, args, console: Console, why: str, series=None) -> int:
     """A run in a detached child that keeps its nodes up (`why`: boot, or
-    failure: only when the run fails) and lives on as their supervisor."""
+    failure: only when the run fails) and lives on as their supervisor.
+    `series`: the plan's series as the command line read them."""
     ttl = parse_ttl(args.ttl or DEFAULT_TTL)
     cache = Cache(args.cache_dir)
 
@@ -126,7 +127,7 @@ def keep_run(plan, args, console: Console, why: str) -> int:
 
         body = functools.partial(runner.stages, test=False) if why == "boot" else None
         result = runner.run(plan, args.runs_dir, cache, console, args.history,
-                            body=body, keep=keep)
+                            body=body, keep=keep, series=series)
         if not kept:
             return result.exit_code
         state, until = kept[0]

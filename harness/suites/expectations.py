@@ -120,14 +120,27 @@ def _read(path: Path):
         raise PlanError(f"expectations file {path}: cannot read it ({exc.strerror})") from None
 
 
-def load(suites: tuple[str, ...], plan_files: tuple[str, ...] = ()) -> list[Expectation]:
-    """The entries for `suites`: the suites' own files, then the plan's."""
-    found: list[Expectation] = []
-    for suite in suites:
+@dataclass(frozen=True)
+class Loaded:
+    """Every entry a run may need, read and checked once (preflight): the
+    suites' own files by suite, then the plan's files."""
+    by_suite: dict[str, list[Expectation]]
+    plan: list[Expectation]
+
+    def for_suites(self, suites: tuple[str, ...]) -> list[Expectation]:
+        """The entries for `suites`: their own files', then the plan's."""
+        return [e for suite in suites for e in self.by_suite.get(suite, [])] + list(self.plan)
+
+
+def read(suites: tuple[str, ...], plan_files: tuple[str, ...] = ()) -> Loaded:
+    """The suites' files and the plan's `expectations` files, checked (exit 2)."""
+    by_suite: dict[str, list[Expectation]] = {}
+    for suite in dict.fromkeys(suites):
         spec = registry.get(suite)
         path = spec.expectations if spec else None
-        if path is not None:
-            found += _entries(suite, _read(path), f"{path.parent.name}/{path.name}")
+        by_suite[suite] = ([] if path is None else
+                           _entries(suite, _read(path), f"{path.parent.name}/{path.name}"))
+    found: list[Expectation] = []
     for name in plan_files:
         path = Path(name).expanduser()
         data = _read(path)
@@ -136,7 +149,12 @@ def load(suites: tuple[str, ...], plan_files: tuple[str, ...] = ()) -> list[Expe
                             "{provider: [entries]}")
         for suite, by_provider in data.items():
             found += _entries(str(suite), by_provider, str(path) + f": {suite}")
-    return found
+    return Loaded(by_suite, found)
+
+
+def load(suites: tuple[str, ...], plan_files: tuple[str, ...] = ()) -> list[Expectation]:
+    """The entries for `suites`: the suites' own files, then the plan's."""
+    return read(suites, plan_files).for_suites(suites)
 
 
 def _git(tree: Path, *args: str) -> proc.Completed:

@@ -8,7 +8,7 @@ import pytest
 from rich.console import Console
 
 from harness import plan as plan_mod
-from harness import image, pipeline, runner
+from harness import image, pipeline, resolve, runner
 from harness.cache import Cache
 from harness.cli import main
 from harness.errors import EXIT_BAD_INPUT
@@ -159,10 +159,12 @@ def test_systemd_init_needs_an_image_with_systemd(tmp_path):
                      "trixie-rdma-systemd")
 
 
-def test_systemd_image_recipe_passes_preflight():
+def test_systemd_image_recipe_passes_preflight(tmp_path):
     plan = plan_mod.load(None, ["vm.init=systemd", "image=trixie-rdma-systemd"])
-    runner.preflight(plan)       # raises on a problem
-    assert "systemd-sysv" in image.load_recipe(plan.image).packages
+    resolved = resolve.preflight(plan, tmp_path)       # raises on a problem
+    assert "systemd-sysv" in resolved.recipe.packages
+    assert resolved.recipe == image.load_recipe(plan.image)
+    assert [s.name for s in resolved.series if s] == list(plan.series)
 
 
 def test_an_unexpected_exception_is_an_infrastructure_error_with_a_traceback(tmp_path,
@@ -180,22 +182,21 @@ def test_an_unexpected_exception_is_an_infrastructure_error_with_a_traceback(tmp
     assert "verdict: error" in out
 
 
-def test_the_suites_a_series_brings_leave_with_it():
+def test_the_suites_a_series_brings_leave_with_it(tmp_path):
     """The quickstart's demo series brings rxe-counters (its series.yaml);
     another series, or --set suites, does not get our demo's counters check
     (which failed every series but the demo)."""
-    from harness.cli import _with_series_suites
+    def run_plan(overrides: list[str]) -> plan_mod.Plan:
+        plan = plan_mod.load(None, overrides)
+        read = resolve.read_series(plan.series, tmp_path)
+        return resolve.plan_for(plan, resolve.Choices("run", tuple(overrides)), read)
+
     quick = plan_mod.load(None)
     assert "rxe-counters" not in quick.suites
-    assert _with_series_suites(quick, []).suites == ("modules", "verbs-smoke",
-                                                      "rxe-counters")
-    mine = plan_mod.load(None, ["series=[demo-broken]"])
-    assert _with_series_suites(mine, ["series=[demo-broken]"]).suites == (
-        "modules", "verbs-smoke")
-    chosen = plan_mod.load(None, ["suites=[modules]"])
-    assert _with_series_suites(chosen, ["suites=[modules]"]).suites == ("modules",)
-    none = plan_mod.load(None, ["series=[]"])
-    assert _with_series_suites(none, ["series=[]"]) == none
+    assert run_plan([]).suites == ("modules", "verbs-smoke", "rxe-counters")
+    assert run_plan(["series=[demo-broken]"]).suites == ("modules", "verbs-smoke")
+    assert run_plan(["suites=[modules]"]).suites == ("modules",)
+    assert run_plan(["series=[]"]) == plan_mod.load(None, ["series=[]"])
 
 
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM", "SIGHUP"])
@@ -240,4 +241,4 @@ def test_kconfig_base_path_that_is_not_a_readable_file_stops_the_run(tmp_path, b
 def test_kconfig_base_that_exists_passes_the_check(tmp_path, base):
     (tmp_path / "my.config").write_text("CONFIG_X=y\n")
     plan = plan_mod.load(plan_file(tmp_path), [f"kconfig.base={base.format(tmp=tmp_path)}"])
-    runner.check_kconfig_base(plan)     # raises on a problem
+    resolve.check_kconfig_base(plan)     # raises on a problem

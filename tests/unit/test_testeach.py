@@ -12,7 +12,8 @@ import pytest
 from rich.console import Console
 
 from harness import pipeline, plan as plan_mod
-from harness.cli import _parser, _series_plan
+from harness import resolve
+from harness.cli import _parser, choices_of
 from harness.devloop import modules
 from harness.errors import EXIT_INFRA, PlanError, ReloadError
 from harness.progress import Progress
@@ -112,20 +113,26 @@ def series_args(*extra: str):
     return _parser().parse_args(["series", "check", "demo-rxe-counters", *extra])
 
 
+def series_plan(plan, args):
+    """The plan `series check` runs (the series itself not read: only the
+    command line's part matters here)."""
+    return resolve.plan_for(plan, choices_of(args), ())
+
+
 def test_cli_test_each_and_each_suites():
     plan = plan_mod.load(None)
-    assert _series_plan(plan, series_args()).test_each is False
-    chosen = _series_plan(plan, series_args("--test-each", "--each-suites",
+    assert series_plan(plan, series_args()).test_each is False
+    chosen = series_plan(plan, series_args("--test-each", "--each-suites",
                                             "verbs-smoke, modules"))
     assert chosen.test_each and chosen.per_patch
     assert chosen.each_suites == ("verbs-smoke", "modules")
     assert each.wanted(chosen) and not each.wanted(plan)
     with pytest.raises(PlanError, match="--no-per-patch"):
-        _series_plan(plan, series_args("--test-each", "--no-per-patch"))
+        series_plan(plan, series_args("--test-each", "--no-per-patch"))
     with pytest.raises(PlanError, match="--keep-on-failure"):
-        _series_plan(plan, series_args("--test-each", "--keep-on-failure"))
+        series_plan(plan, series_args("--test-each", "--keep-on-failure"))
     with pytest.raises(PlanError, match="only with --test-each"):
-        _series_plan(plan, series_args("--each-suites", "modules"))
+        series_plan(plan, series_args("--each-suites", "modules"))
 
 
 # --- bringing the nodes to a patch's kernel ---------------------------------------

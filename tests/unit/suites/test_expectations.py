@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from harness import plan as plan_mod
-from harness import runner
+from harness import resolve
 from harness.results.codec import to_plain
 from harness.errors import EXIT_BAD_INPUT, PlanError
 from harness.results.model import TestRecord as Record
@@ -218,10 +218,10 @@ def test_a_plan_with_a_bad_expectations_file_stops_in_preflight(tmp_path):
     plan = plan_mod.load(None, ["suites=[modules]",
                                 f"expectations=[{tmp_path / 'known.yaml'}]"])
     with pytest.raises(PlanError, match=r"known.yaml: pyverbs: rxe entry 1 \(tests.x\)"):
-        runner.preflight(plan)
+        resolve.preflight(plan, tmp_path)
     missing = plan_mod.load(None, ["suites=[modules]", f"expectations=[{tmp_path / 'no.yaml'}]"])
     with pytest.raises(PlanError, match="no.yaml: cannot read it"):
-        runner.preflight(missing)
+        resolve.preflight(missing, tmp_path)
 
 
 def test_every_shipped_file_loads_and_names_a_known_suite():

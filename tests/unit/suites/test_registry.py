@@ -140,10 +140,10 @@ def test_a_valid_suite_yaml_gives_its_spec(tmp_path):
 
 
 def test_a_broken_suite_yaml_stops_a_plan_in_preflight(tmp_path, monkeypatch):
-    from harness import runner
+    from harness import resolve
     (tmp_path / "my_suite").mkdir()
     (tmp_path / "my_suite" / "suite.yaml").write_text("name: my-suite\n")
     monkeypatch.setattr(registry, "suites", lambda: registry.discover(tmp_path))
     with pytest.raises(SuiteError, match="my_suite/suite.yaml: description: missing") as error:
-        runner.preflight(plan_mod.load(None, ["suites=[modules]"]))
+        resolve.preflight(plan_mod.load(None, ["suites=[modules]"]), tmp_path)
     assert error.value.exit_code == EXIT_BAD_INPUT

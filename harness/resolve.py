@@ -1,0 +1,210 @@
+"""What a run works from, read and checked once before any stage runs.
+
+`plan_for(...)`: the plan a command runs, made in one step from the loaded plan,
+the command line's choices and what its series bring (a series' series.yaml
+names the fragments, suites and modules that validate it). `preflight(...)`:
+every input that needs no download checked (bad input: exit 2, naming the
+culprit, before minutes are spent), and what it parsed kept in a `Resolved`
+that the stages take: the series (read once: the command line's reading is
+handed on), the image recipe, the expectations. Nothing is parsed again
+further down."""
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from . import image, kconfig, series, source, suites
+from .errors import EXIT_INFRA, HarnessError, PlanError
+from .inputs import not_option, quote
+from .plan import WORKING_TREE, Plan, check_select, check_working_tree
+from .series import SeriesSpec
+from .source import working
+from .suites import expectations
+from .suites import needs as suite_needs
+
+# what one series ref gave: the series read, or None for a message-id (b4
+# fetches it in the series stage: it needs the network and brings no suites)
+Read = tuple[SeriesSpec | None, ...]
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What preflight parsed and checked, for the stages to take."""
+    plan: Plan
+    series: Read                         # one per plan.series ref, in order
+    recipe: image.Recipe                 # the plan's image recipe
+    expectations: expectations.Loaded    # the suites' and the plan's entries
+
+    def series_spec(self, index: int) -> SeriesSpec | None:
+        return self.series[index] if index < len(self.series) else None
+
+
+def read_series(refs: Sequence[str], workdir: Path) -> Read:
+    """Every series of `refs` read once (an mbox split into `workdir`)."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    return tuple(None if series.is_message_id(ref) else
+                 series.load(ref, workdir, workdir / "series.log") for ref in refs)
+
+
+@dataclass(frozen=True)
+class Choices:
+    """What a command line chose beside the plan file and its --set."""
+    command: str                         # run | series | boot
+    overrides: tuple[str, ...] = ()      # the --set key=value strings
+    bisect: bool = False                 # --bisect
+    series: tuple[str, ...] = ()         # series check: the series refs
+    no_per_patch: bool = False
+    test_each: bool = False
+    each_suites: str | None = None       # "a,b"
+    keep_on_failure: bool = False
+    tree: Path | None = None             # series check --tree
+    ref: str | None = None               # series check --ref
+
+    def chosen(self) -> set[str]:
+        """The plan keys --set gave (they win over what a series brings)."""
+        return {o.split("=", 1)[0].strip() for o in self.overrides}
+
+
+def plan_for(plan: Plan, choices: Choices, read: Read) -> Plan:
+    """The plan the command runs, in one step: `plan` as loaded, with the
+    command line's choices and what the series in `read` bring. `run`: the
+    plan's suites and those its series bring (they leave with the series, so
+    a run of another series never fails on our demo's counters); `series
+    check`: the series, per-patch builds, and the fragments, suites and
+    modules the series ask for, unless --set chose them."""
+    changes: dict = {}
+    if choices.command == "series":
+        changes = _series_check(plan, choices)
+    specs = [s for s in read if s is not None]
+    chosen = choices.chosen()
+    brought = tuple(dict.fromkeys(t for s in specs for t in s.suites))
+    if choices.command == "series":
+        fragments = tuple(dict.fromkeys(f for s in specs for f in s.fragments))
+        if fragments and "kconfig.fragments" not in chosen:
+            changes["kconfig"] = dataclasses.replace(plan.kconfig, fragments=fragments)
+        if brought and "suites" not in chosen:
+            changes["suites"] = brought
+        modules = tuple(dict.fromkeys(m for s in specs for m in s.modules))
+        if modules and "modules" not in chosen:
+            changes["modules"] = modules
+    elif choices.command == "run" and "suites" not in chosen and plan.series:
+        suites_now = tuple(dict.fromkeys((*plan.suites, *brought)))
+        if suites_now != plan.suites:
+            changes["suites"] = suites_now
+    if choices.bisect:
+        changes["bisect"] = True
+    return dataclasses.replace(plan, **changes) if changes else plan
+
+
+def check_choices(plan: Plan, choices: Choices) -> None:
+    """A `series check` command line's flags that cannot work together: exit
+    2 before any series is read."""
+    _series_check(plan, choices)
+
+
+def _series_check(plan: Plan, choices: Choices) -> dict:
+    """The command line's own part of a `series check` plan (checked here:
+    the combinations that cannot work are exit 2 at once)."""
+    changes: dict = {"series": tuple(choices.series), "per_patch": not choices.no_per_patch}
+    test_each = choices.test_each or plan.test_each
+    if test_each and choices.no_per_patch:
+        raise PlanError("--test-each needs the per-patch builds: drop --no-per-patch")
+    if test_each and plan.vm.backend != "qemu":
+        raise PlanError("--test-each reboots the nodes between patches, which needs "
+                        "vm.backend: qemu")
+    if test_each and choices.keep_on_failure:
+        raise PlanError("--keep-on-failure with --test-each: the nodes end on an "
+                        "earlier patch's kernel, not the top's; keep the top with a "
+                        "run without --test-each")
+    changes["test_each"] = test_each
+    if choices.ref is not None and not choices.tree:
+        raise PlanError(f"--ref {choices.ref}: a base commit of --tree; give --tree "
+                        "too (or --set kernel.ref=... for the plan's own tree)")
+    if choices.each_suites is not None:
+        if not test_each:
+            raise PlanError("--each-suites: only with --test-each")
+        changes["each_suites"] = tuple(s.strip() for s in choices.each_suites.split(",")
+                                       if s.strip())
+    if "name" not in choices.chosen():
+        stems = "+".join(Path(s).stem for s in choices.series)[:60]
+        changes["name"] = "series-" + re.sub(r"[^A-Za-z0-9._+-]", "-", stems)
+    if choices.ref is not None:
+        not_option(choices.ref, "--ref")      # the plan's check does not see these two
+    if choices.tree:
+        not_option(str(choices.tree), "--tree")
+        changes["kernel"] = dataclasses.replace(plan.kernel, source="git",
+                                                tree=str(choices.tree.resolve()),
+                                                ref=choices.ref or "HEAD")
+    return changes
+
+
+def preflight(plan: Plan, workdir: Path, read: Read | None = None) -> Resolved:
+    """Check every input that needs no download before spending minutes: bad
+    input ends the run at once with exit 2, naming the culprit. `read`: the
+    plan's series as the command line already read them (else read here,
+    into `workdir`)."""
+    check_kconfig_base(plan)
+    # parse errors and conflicting values between fragments (exit 2)
+    kconfig.effective_requests([kconfig.fragment_path(n) for n in plan.kconfig.fragments])
+    every = tuple(dict.fromkeys((*plan.suites, *plan.each_suites)))
+    unknown = [s for s in (*plan.suites, *plan.each_suites) if s not in suites.SUITES]
+    if unknown:
+        raise PlanError(f"{plan.source_file}: suites: unknown suite(s) {', '.join(unknown)} "
+                        f"(known: {', '.join(suites.SUITES)})")
+    check_select(plan, str(plan.source_file))
+    recipe = image.load_recipe(plan.image)
+    suite_needs.check(every, plan.kconfig.fragments, recipe.packages,
+                      str(plan.source_file), recipe.path or plan.image, plan.kconfig.base)
+    loaded = expectations.read(every, plan.expectations)     # bad entries: exit 2 now
+    if plan.vm.init == "systemd" and "systemd-sysv" not in recipe.packages:
+        raise PlanError(f"{plan.source_file}: vm.init=systemd needs an image with "
+                        f"systemd-sysv; {recipe.path} has none (use image: "
+                        "trixie-rdma-systemd)")
+    # plans made in code (`harness series --tree --ref`) skip the loader's check
+    check_working_tree(plan, str(plan.source_file))
+    if plan.kernel.source == "git" and plan.kernel.ref == WORKING_TREE:
+        working.check(plan.kernel.tree)    # a clean-for-O= git checkout, not bare
+    elif plan.kernel.source == "git":
+        source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree",
+                                 plan.kernel.ref)
+    if plan.vm.backend == "qemu":
+        from .vm.check import check_local
+        check_local(plan.vm.machine, plan.vm.firmware, str(plan.source_file))
+    if plan.vm.backend == "libvirt":       # before a 20-minute build, not after
+        from .vm import hosts, libvirt, remote
+        for uri in plan.vm.hosts or (plan.vm.libvirt_uri,):
+            remote.check(uri)              # a transport the guests' SSH can take: exit 2
+        if plan.vm.hosts:
+            # the placement asks them again at boot (their room changes): here,
+            # one must answer
+            seen = [hosts.inspect(uri) for uri in plan.vm.hosts]
+            if not any(h.reachable for h in seen):
+                raise HarnessError("vm.hosts: no host answers: "
+                                   + "; ".join(h.error for h in seen), EXIT_INFRA)
+        else:
+            libvirt.connect(plan.vm.libvirt_uri).close()
+    if read is None or len(read) != len(plan.series):
+        read = read_series(plan.series, workdir)
+    return Resolved(plan, read, recipe, loaded)
+
+
+def check_kconfig_base(plan: Plan) -> None:
+    """A path kconfig.base must be a readable file before the source is fetched."""
+    base = plan.kconfig.base
+    if base in ("tinyconfig", "defconfig"):
+        return
+    path = Path(base).expanduser()
+    problem = "" if path.is_file() else ("is a directory" if path.is_dir() else
+                                           "does not exist")
+    if not problem:
+        try:
+            with open(path, "rb"):
+                pass
+        except OSError as exc:
+            problem = f"cannot be read ({exc.strerror})"
+    if problem:
+        raise PlanError(f"{plan.source_file}: kconfig.base {quote(base)}: not tinyconfig or "
+                        f"defconfig, and as a .config file it {problem}")
