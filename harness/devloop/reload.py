@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import build, pipeline, plan as plan_mod, runner, selftests, source
+from .. import build, pipeline, plan as plan_mod, resolve, runner, selftests, source
 from ..cache import Cache, digest, file_digest
 from ..errors import EXIT_BAD_INPUT, HarnessError, PlanError
 from ..pipeline import Run
@@ -64,7 +64,7 @@ def reload_command(args, console: Console) -> int:
 
 def stages(state: Run, entry: registry.KeptRun) -> None:
     state.logs.mkdir()
-    runner.preflight(state.plan)
+    state.resolved = resolve.preflight(state.plan, state.run_dir / "series")
     nodes = attach(entry, state.run_dir / "nodes")
     state.nodes = list(nodes)
     state.result.kernel.accel = entry.accel or None
