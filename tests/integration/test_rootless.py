@@ -35,13 +35,6 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("useradd")
                                 reason="creating the test's user needs root")
 
 
-def _chown(top: Path, uid: int, gid: int) -> None:
-    os.lchown(top, uid, gid)
-    for root, dirs, files in os.walk(top):
-        for name in dirs + files:
-            os.lchown(os.path.join(root, name), uid, gid)
-
-
 @pytest.fixture(scope="module")
 def user(kernel, guest_image, modules_disk, cache):
     """A fresh user with the harness (the checkout's files and this
@@ -76,7 +69,8 @@ def user(kernel, guest_image, modules_disk, cache):
                        check=True)
         subprocess.run(["git", "-C", str(tree), "config", "core.trustctime", "false"],
                        check=True)
-    _chown(home, entry.pw_uid, entry.pw_gid)
+    subprocess.run(["chown", "-R", "-h", f"{entry.pw_uid}:{entry.pw_gid}", "--", str(home)],
+                   check=True)
     yield entry
     subprocess.run(["pkill", "-u", USER], capture_output=True)
     time.sleep(1)
