@@ -138,8 +138,9 @@ def main() -> None:
     for what, values in figures.items():
         med = statistics.median(values)
         names = list(stages[what][0])
-        per_stage = ", ".join(f"{name} {statistics.median(s.get(name, 0) for s in stages[what]):.1f}"
-                              for name in names)
+        per_stage = ", ".join(
+            f"{name} {statistics.median(s.get(name, 0) for s in stages[what]):.1f}"
+            for name in names)
         print(f"{what:8} {med:8.1f} {med / full:6.2f}  "
               + " ".join(f"{v:.1f}" for v in values) + f"  [{per_stage}]")
     if args.json:

@@ -17,6 +17,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,6 +35,21 @@ def make(tree: Path, objdir: Path, log: Path) -> float:
     proc.run(["make", f"O={objdir}", f"-j{jobs}", "CC=ccache gcc", "olddefconfig", "bzImage",
               "modules"], cwd=tree, timeout=7200, log=log, check=True)
     return time.monotonic() - start
+
+
+def timing(checker: Callable[..., None]) -> tuple[Callable[..., None], list[float]]:
+    """An after_each hook that calls `checker`, and the list it appends to: the
+    seconds of each call since the previous one (the first: since now)."""
+    times: list[float] = []
+    last = [time.monotonic()]
+
+    def timed(patch, top) -> None:
+        checker(patch, top)
+        now = time.monotonic()
+        times.append(now - last[0])
+        last[0] = now
+
+    return timed, times
 
 
 def main() -> None:
@@ -61,16 +77,7 @@ def main() -> None:
             series.checkout_base(tree, logs / "git.log")
             # configure + build the base (cached) + its make, as in a run
             checker = patchcheck.PatchChecker.prepare(plan, cache, tree, objdir, logs)
-            times: list[float] = []
-            last = [time.monotonic()]
-
-            def timed(patch, top) -> None:
-                checker(patch, top)
-                now = time.monotonic()
-                times.append(now - last[0])
-                last[0] = now
-
-            last[0] = time.monotonic()
+            timed, times = timing(checker)
             series.apply(tree, [spec], logs / "series.log", after_each=timed)
             series.checkout_base(tree, logs / "git.log")
             rows.append((bare, times))

@@ -59,7 +59,8 @@ def _probe_kernel() -> Path | None:
     """A kernel to probe KVM with: the newest one the harness built, else the host's."""
     built = sorted(default_root().glob("kernels/*/bzImage"), key=lambda p: p.stat().st_mtime)
     host = sorted(Path("/boot").glob("vmlinuz-*"))
-    return (built or host or [None])[-1]
+    found = built or host
+    return found[-1] if found else None
 
 
 def _kvm() -> Check:

@@ -113,6 +113,7 @@ def _write(tar: tarfile.TarFile, info: tarfile.TarInfo, dest: Path, tree: Path,
     rel = str(dest.relative_to(tree))
     if info.isreg():
         source = tar.extractfile(info)
+        assert source is not None       # a regular member has its data
         with source, open(dest, "xb") as out:
             while chunk := source.read(1 << 20):
                 out.write(chunk)
@@ -156,14 +157,14 @@ def _script(tree: Path, owners: Mapping[str, Entry], values: Path) -> str:
         paths += [name if top == "." else f"{top}/{name}" for name in dirs + names]
     paths += [rel for rel, entry in owners.items() if entry.device]
     for n, rel in enumerate(paths):
-        entry = owners.get(rel)
-        if entry is not None and entry.device:
-            kind = kinds[entry.device]
+        listed = owners.get(rel)
+        if listed is not None and listed.device:
+            entry, kind = listed, kinds[listed.device]
         else:
             info = os.lstat(tree / rel)
             kind = stat.S_IFMT(info.st_mode)
-            if entry is None:           # not in the listing: the harness's own
-                entry = Entry(mode=stat.S_IMODE(info.st_mode))
+            # not in the listing: the harness's own
+            entry = listed if listed is not None else Entry(mode=stat.S_IMODE(info.st_mode))
         where = _q("/" + rel)
         if any(c in where[1:-1] for c in '"\n\r\0'):
             raise ImageError(f"{tree / rel}: a name with a quote or a line break "
@@ -209,8 +210,9 @@ def mkfs(tree: Path, image: Path, size: str, label: str, log: Path,
         feats.append("^orphan_file")
     tmp = image.with_name(f".{image.name}.tmp")
     tmp.unlink(missing_ok=True)
-    argv = ["mkfs.ext4", "-q", "-F", "-L", label, "-d", tree] + (
-        ["-O", ",".join(feats)] if feats else [])
+    argv: list[str | os.PathLike[str]] = ["mkfs.ext4", "-q", "-F", "-L", label, "-d", tree]
+    if feats:
+        argv += ["-O", ",".join(feats)]
     run([*argv, tmp, size], timeout=600, log=log, check=True, error=ImageError)
     if owners is not None:
         _set_owners(tmp, tree, owners, log)

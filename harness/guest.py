@@ -190,7 +190,8 @@ class Session:
         except paramiko.BadHostKeyException as exc:
             client.close()
             raise GuestError(f"{node}: SSH host key mismatch on {host}:{port} (pinned "
-                             f"{keytype}); the port may belong to another guest", EXIT_INFRA) from exc
+                             f"{keytype}); the port may belong to another guest",
+                             EXIT_INFRA) from exc
         except BaseException:
             client.close()
             raise
@@ -236,11 +237,13 @@ class Session:
                 raise GuestError(f"{self.node}: SSH connection is gone and the guest does not "
                                  "answer a new one (did the guest die?)", EXIT_INFRA)
             transport = self.client.get_transport()
+            assert transport is not None    # the client has just connected
         try:
             channel = transport.open_session(timeout=30)
             channel.exec_command(command)
         except (paramiko.SSHException, socket.error, EOFError) as exc:
-            raise GuestError(f"{self.node}: SSH failed to start `{command}`: {exc}", EXIT_INFRA) from exc
+            raise GuestError(f"{self.node}: SSH failed to start `{command}`: {exc}",
+                             EXIT_INFRA) from exc
         return channel
 
     def run(self, cmd: str | Sequence[str], timeout: float = 300,
@@ -264,7 +267,9 @@ class Session:
         """An SFTP session whose every read and write is bounded: a guest that
         stops answering mid-transfer is a timeout, not a wait forever."""
         sftp = self.client.open_sftp()
-        sftp.get_channel().settimeout(timeout)
+        channel = sftp.get_channel()
+        assert channel is not None          # an open SFTP session runs on its channel
+        channel.settimeout(timeout)
         return sftp
 
     def put(self, local: Path, remote: str, timeout: float = SFTP_TIMEOUT) -> None:

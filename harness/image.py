@@ -69,8 +69,10 @@ class Recipe:
 @dataclass(frozen=True)
 class GuestImage:
     name: str            # recipe name, e.g. "trixie-rdma"
-    disk: Path           # read-only base disk, raw ext4, root fs (never written: nodes boot qcow2 overlays)
-    host_key_pub: str    # the guest's SSH host public key line ("ssh-ed25519 AAAA..."), pinned by the client
+    disk: Path           # read-only base disk, raw ext4, root fs (never written: nodes boot
+                         # qcow2 overlays)
+    host_key_pub: str    # the guest's SSH host public key line ("ssh-ed25519 AAAA..."),
+                         # pinned by the client
     client_key: Path     # private key (ed25519, OpenSSH format) the harness logs in with as root
     init: str            # path of the init inside the guest: "/sbin/harness-init"
     recipe_hash: str     # hash of recipe, init script and client key: the image's cache key

@@ -35,11 +35,17 @@ FAKECHROOT_PACKAGES = ("fakechroot", "fakeroot")
 
 
 class Recipe(Protocol):
-    name: str
-    suite: str
-    variant: str
-    packages: tuple[str, ...]
-    path: str
+    """What mmdebstrap reads of an image recipe (image.Recipe, frozen: read-only here)."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def suite(self) -> str: ...
+    @property
+    def variant(self) -> str: ...
+    @property
+    def packages(self) -> tuple[str, ...]: ...
+    @property
+    def path(self) -> str: ...
 
 
 @dataclass(frozen=True)

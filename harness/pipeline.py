@@ -39,7 +39,7 @@ from .results import reproducer
 from .results.crashes import Attribution
 from .results.model import (ConfigChange, CrashRecord, ExpectationsSummary, KconfigResult,
                             NodeRecord, PatchResult, RunResult, SeriesResult, StageRecord,
-                            TestRecord)
+                            Status, TestRecord)
 from .series import check as patchcheck
 from .suites import expectations, retry
 from .suites.plugin import SuiteContext, SuiteNode
@@ -80,14 +80,15 @@ class Stages:
                 yield info
         except BaseException as exc:
             seconds = time.monotonic() - start
-            status = "fail" if getattr(exc, "exit_code", EXIT_INFRA) == EXIT_FAIL else "error"
+            status = (Status.FAIL if getattr(exc, "exit_code", EXIT_INFRA) == EXIT_FAIL
+                      else Status.ERROR)
             self.result.stages.append(StageRecord(name, status, round(seconds, 2),
                                                   str(exc) or type(exc).__name__))
             if self.progress:
                 self.progress.stage_failed(name, status, seconds)
             raise
         seconds = round(time.monotonic() - start, 2)
-        self.result.stages.append(StageRecord(name, "pass", seconds, info.note, info.cached))
+        self.result.stages.append(StageRecord(name, Status.PASS, seconds, info.note, info.cached))
         if self.progress:
             self.progress.stage_done(name, seconds, info.cached)
 

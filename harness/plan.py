@@ -9,12 +9,18 @@ import dataclasses
 import re
 import types
 import typing
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .errors import PlanError
 from .inputs import TEXT_LIMIT, check_name, load_yaml, not_option, parse_yaml, quote
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+_Record = TypeVar("_Record", bound="DataclassInstance")
 
 # The project's data (plans, kconfigs, patches, vm-images): in a checkout,
 # harness/_data holds symlinks to the top-level folders; an installed package
@@ -173,7 +179,7 @@ def _convert(value: Any, tp: Any, where: str, src: str) -> Any:
             raise PlanError(f"{src}: {where}: expected a list, got {quote(value)}")
         return tuple(_convert(v, typing.get_args(tp)[0], f"{where}[{i}]", src)
                      for i, v in enumerate(value))
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):    # a hint: a class
         return from_mapping(tp, value, where, src)
     if tp is bool and isinstance(value, bool):
         return value
@@ -185,13 +191,13 @@ def _convert(value: Any, tp: Any, where: str, src: str) -> Any:
     raise PlanError(f"{src}: {where}: expected {name}, got {quote(value)}")
 
 
-def from_mapping(cls: type, data: Any, where: str, src: str) -> Any:
+def from_mapping(cls: type[_Record], data: Any, where: str, src: str) -> _Record:
     """A `cls` dataclass from YAML data, every key checked (PlanError, exit 2)."""
     if not isinstance(data, dict):
         raise PlanError(f"{src}: {where or 'top level'}: expected a mapping, got {quote(data)}")
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     for key, value in data.items():
         path = f"{where}.{key}" if where else str(key)[:100]
         if key not in names or key == "source_file":
@@ -205,7 +211,7 @@ def from_mapping(cls: type, data: Any, where: str, src: str) -> Any:
     return cls(**kwargs)
 
 
-def apply_set(data: dict, assignment: str) -> None:
+def apply_set(data: dict[str, Any], assignment: str) -> None:
     """Apply one `--set a.b.c=value` to the raw plan mapping; value is YAML."""
     if "=" not in assignment:
         raise PlanError(f"--set {assignment}: expected KEY=VALUE (e.g. vm.accel=tcg)")
@@ -229,7 +235,7 @@ def apply_set(data: dict, assignment: str) -> None:
     node[parts[-1]] = value
 
 
-def load(path: str | Path | None, overrides: list[str] = (), as_run: bool = False) -> Plan:
+def load(path: str | Path | None, overrides: Sequence[str] = (), as_run: bool = False) -> Plan:
     """A plan file; `as_run`: a run directory's plan.yaml (the plan as run),
     which names the file it came from."""
     path = Path(path) if path else PROJECT_ROOT / "plans" / "quickstart.yaml"

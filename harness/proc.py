@@ -14,7 +14,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Iterable, Mapping, Sequence
+from typing import IO, Any, Iterable, Mapping, Sequence
 
 from . import sandbox as _sandbox
 from .errors import EXIT_INFRA, ProcError
@@ -191,9 +191,9 @@ def run(argv: Sequence[str | os.PathLike], *, timeout: float | None = None,
     try:
         stdout, stderr = popen.communicate(input=input.encode() if input else None,
                                            timeout=timeout)
-    except subprocess.TimeoutExpired:
+    except subprocess.TimeoutExpired as exc:
         kill_group(popen, grace)
-        raise error(f"{' '.join(shown[:3])}... timed out after {timeout:.0f} s", 3)
+        raise error(f"{' '.join(shown[:3])}... timed out after {timeout:.0f} s", 3) from exc
     except BaseException:
         kill_group(popen, grace)
         raise
@@ -247,9 +247,9 @@ def _start(argv: Sequence[str | os.PathLike], log: Path, cwd, env,
             _sandbox.prepare(box)
             args, environment = _sandbox.argv(box, args, cwd), _sandbox.env(box, environment)
         logf.flush()
-        streams = (dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logf, text=True)
-                   if piped else
-                   dict(stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT))
+        streams: dict[str, Any] = (
+            dict(stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logf, text=True)
+            if piped else dict(stdin=subprocess.DEVNULL, stdout=logf, stderr=subprocess.STDOUT))
         try:
             return subprocess.Popen(args, cwd=cwd, env=environment, start_new_session=True,
                                     preexec_fn=_die_with_parent, **streams)

@@ -8,7 +8,7 @@ import os
 
 from rich.console import Console
 
-from .results.model import PatchResult, TestRecord
+from .results.model import PatchResult, Status, TestRecord
 from .results.safe import printable
 
 # a log that is not a terminal (CI) gets lines this wide, so that tables never
@@ -38,7 +38,7 @@ class Progress:
         self.console.print(f"[green]ok[/] {name} {seconds:.1f} s"
                            + (" (cached)" if cached else ""))
 
-    def stage_failed(self, name: str, status: str, seconds: float) -> None:
+    def stage_failed(self, name: str, status: Status, seconds: float) -> None:
         self.console.print(f"[bold red]x[/] {name} {status} after {seconds:.1f} s")
 
     def say(self, text: str) -> None:

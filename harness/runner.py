@@ -31,7 +31,7 @@ from .progress import Progress
 from .report import write_report
 from .results import baseline, history, reproducer
 from .results.crashes import node_crashes
-from .results.model import RunResult, WarningRecord
+from .results.model import RunResult, Verdict, WarningRecord
 from .results.summary import print_summary
 from .results.verdict import decide, flaky_warnings
 from . import testeach
@@ -215,7 +215,7 @@ def _finish(state: Run, keep: Callable[[Run], bool] | None = None) -> None:
     except OSError as exc:
         # the verdict stands in the summary; the run directory could not keep it
         result.error, result.exit_code = _write_error(exc, state.run_dir), EXIT_INFRA
-        result.verdict = "error"
+        result.verdict = Verdict.ERROR
     with contextlib.suppress(OSError, subprocess.SubprocessError):   # never costs results
         reproducer.save(state.run_dir, result, plan.image)
     print_summary(result, state.progress.console, str(state.run_dir))

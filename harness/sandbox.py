@@ -189,11 +189,11 @@ def argv(box: Box, command: Sequence[str], cwd: str | os.PathLike | None) -> lis
     # read-only first, then writable: a writable directory inside the tree
     # (an object directory under it) stays writable
     reads = list(dict.fromkeys(Path(os.path.abspath(p)) for p in (*box.read, *extra_reads())))
-    for path in reads:
-        if not any(_inside(path, other) and path != other for other in reads):
-            out += ["--ro-bind-try", str(path), str(path)]
-    for path in box.write:
-        out += ["--bind", os.path.abspath(path), os.path.abspath(path)]
+    for read in reads:
+        if not any(_inside(read, other) and read != other for other in reads):
+            out += ["--ro-bind-try", str(read), str(read)]
+    for written in box.write:
+        out += ["--bind", os.path.abspath(written), os.path.abspath(written)]
     if cwd is not None:
         out += ["--chdir", os.path.abspath(cwd)]
     if drop is not None:

@@ -32,11 +32,9 @@ from .pipeline import Interrupted, Kernel, Run
 from .plan import Plan, waiver_for
 from .progress import Progress
 from .results.crashes import Attribution, node_crashes
-from .results.model import FAILED_STATUSES, CrashRecord, PatchResult, PatchTests, TestRecord
+from .results.model import FAILED, PASSED, SKIPPED, CrashRecord, PatchResult, TestRecord
+from .results.model_series import PatchTests
 from .series import checkout_base
-
-PASSED = ("pass", "xpass", "flaky")     # flaky: failed, then passed on a retry
-SKIPPED = ("skip", "xfail")
 
 
 def wanted(plan: Plan) -> bool:
@@ -55,10 +53,10 @@ def counts(rows: list[TestRecord], tests: PatchTests) -> PatchTests:
     """`tests` with the pass/fail/skip counts and the failed rows of `rows`."""
     return dataclasses.replace(
         tests, passed=sum(r.status in PASSED for r in rows),
-        failed=sum(r.status in FAILED_STATUSES for r in rows),
+        failed=sum(r.status in FAILED for r in rows),
         skipped=sum(r.status in SKIPPED for r in rows),
         failed_rows=[f"{r.suite} {r.name} on {r.node}" for r in rows
-                     if r.status in FAILED_STATUSES])
+                     if r.status in FAILED])
 
 
 def top_tests(run: Run) -> PatchTests:

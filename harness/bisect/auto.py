@@ -21,8 +21,9 @@ from ..errors import EXIT_FAIL, HarnessError
 from ..plan import Plan
 from ..report import write_report
 from ..results import history
-from ..results.model import (BisectResult, BisectStepRecord, RunResult, SuspectedPatch,
-                             first_failure)
+from ..results.model import RunResult, SuspectedPatch, first_failure
+from ..results.model_bisect import (BisectResult, BisectStepRecord, BisectTarget, FirstBad,
+                                    NoopCheck)
 from ..results.safe import printable
 from ..results.summary import bisect_line
 from ..results.writers import write_json, write_junit
@@ -96,7 +97,7 @@ def after_run(plan: Plan, result: RunResult, runs_dir: Path, cache: Cache,
                       f"{printable(str(run_dir))}` resumes it")
         return result
     result.bisect = record_of(report, time.monotonic() - start)
-    _blame_crashes(result, report, rng.patches if report.get("first_bad") else [])
+    _blame_crashes(result, result.bisect, len(rng.patches) if result.bisect.first_bad else 0)
     write_json(result, run_dir / "results.json")
     write_junit(result, run_dir / "junit.xml")
     try:
@@ -112,26 +113,31 @@ def after_run(plan: Plan, result: RunResult, runs_dir: Path, cache: Cache,
 
 
 def record_of(report: dict, seconds: float) -> BisectResult:
+    """The results.json record of a bisect's report (session.bisect's dict,
+    as bisect.json holds it): its values as they are, so the section reads as
+    the report does (the target's set fields only, the plan's threshold an
+    integer)."""
     steps = [BisectStepRecord(**step) for step in report.get("steps", [])]
-    return BisectResult(target={k: v for k, v in report.get("target", {}).items() if v},
-                        message=report.get("message", ""),
-                        first_bad=report.get("first_bad"),
-                        confidence=report.get("confidence", 0.0), steps=steps,
-                        noop=report.get("noop") or {}, directory=report.get("directory", ""),
-                        seconds=round(seconds, 1))
-
-
-def _blame_crashes(result: RunResult, report: dict, patches: list) -> None:
-    """A crash the bisect looked for is now blamed on the patch it found."""
+    target = {k: v for k, v in report.get("target", {}).items() if v}
     first = report.get("first_bad")
-    crash_text = report.get("target", {}).get("crash")
-    if not first or not crash_text:
+    return BisectResult(target=BisectTarget(**target),
+                        message=report.get("message", ""),
+                        first_bad=FirstBad(**first) if first else None,
+                        confidence=report.get("confidence", 0.0), steps=steps,
+                        noop=NoopCheck(**(report.get("noop") or {})),
+                        directory=report.get("directory", ""), seconds=round(seconds, 1))
+
+
+def _blame_crashes(result: RunResult, bisect: BisectResult, patches: int) -> None:
+    """A crash the bisect looked for is now blamed on the patch it found."""
+    first, crash_text = bisect.first_bad, bisect.target.crash
+    if first is None or first.index is None or not crash_text:
         return
     for crash in result.crashes:
         if crash_text in (crash.signature, crash.title) and crash.counts:
             earlier = crash.suspected_patch
             crash.suspected_patch = SuspectedPatch(
-                first["index"], (first["index"],), "bisect",
-                f"bisect: patch {first['index']}/{len(patches)} \"{first['subject']}\" "
+                first.index, (first.index,), "bisect",
+                f"bisect: patch {first.index}/{patches} \"{first.subject}\" "
                 f"is the first with this crash"
                 + (f" (blame had said: {earlier.evidence})" if earlier else ""))

@@ -17,8 +17,9 @@ from ..cache import Cache, digest, write_atomic
 from ..errors import EXIT_BAD_INPUT, PlanError
 from ..inputs import load_json, quote
 from ..plan import Plan
-from ..results.codec import from_plain
+from ..results.codec import from_plain, to_plain
 from ..results.model import RunResult
+from ..results.model_bisect import NoopCheck
 from ..results.safe import printable
 from . import search
 from .steps import Target, make_oracle, perf_reference
@@ -135,7 +136,8 @@ def _report(state: search.State, outcome: search.Outcome | None, rng, target: Ta
         report["first_bad"] = {"position": outcome.first_bad, "commit": step.commit,
                                **rng.describe(outcome.first_bad)}
         parent = next((s for s in state.steps if s.index == outcome.first_bad - 1), None)
-        report["noop"] = _noop(step, parent, cache) if cache and parent else {}
+        report["noop"] = to_plain(_noop(step, parent, cache) if cache and parent
+                                  else NoopCheck())
     return report
 
 
@@ -150,13 +152,13 @@ def _build_of(step: search.Step, cache: Cache) -> Path | None:
     return None
 
 
-def _noop(culprit: search.Step, parent: search.Step, cache: Cache) -> dict:
+def _noop(culprit: search.Step, parent: search.Step, cache: Cache) -> NoopCheck:
     """Did the culprit change anything it built? Identical bzImage and modules
     (the builds are reproducible) mean the failure cannot come from it: the
     result is suspect (a flaky target, most likely)."""
     a, b = _build_of(parent, cache), _build_of(culprit, cache)
     if a is None or b is None:
-        return {"checked": False, "why": "a build of the two commits is no longer cached"}
+        return NoopCheck(checked=False, why="a build of the two commits is no longer cached")
     changed = [] if filecmp.cmp(a / "bzImage", b / "bzImage", shallow=False) else ["bzImage"]
     modules_a = {p.relative_to(a / "modules") for p in (a / "modules").rglob("*.ko")}
     modules_b = {p.relative_to(b / "modules") for p in (b / "modules").rglob("*.ko")}
@@ -164,7 +166,7 @@ def _noop(culprit: search.Step, parent: search.Step, cache: Cache) -> dict:
     changed += sorted(str(p.name) for p in modules_a & modules_b
                       if not filecmp.cmp(a / "modules" / p, b / "modules" / p, shallow=False))
     suspect = not changed
-    return {"checked": True, "changed": changed[:50], "suspect": suspect,
-            "why": ("the culprit's bzImage and every module are byte-identical to its "
-                    "parent's: the change built nothing different" if suspect else
-                    f"{len(changed)} built file(s) differ from the parent's")}
+    return NoopCheck(checked=True, changed=changed[:50], suspect=suspect,
+                     why=("the culprit's bzImage and every module are byte-identical to "
+                          "its parent's: the change built nothing different" if suspect else
+                          f"{len(changed)} built file(s) differ from the parent's"))

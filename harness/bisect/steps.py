@@ -35,14 +35,12 @@ from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, PlanError
 from ..plan import Plan
 from ..results.baseline import SUITE as PERF_SUITE
 from ..results.baseline import direction, median, worse_percent
-from ..results.model import FAILED_STATUSES, RunResult, first_failure
+from ..results.model import FAILED, RunResult, Status, first_failure
 from ..results import reproducer
 from ..results.reproducer import numbered
 from ..source import git
 from ..suites import registry
 from .search import BAD, GOOD, SKIP, Step
-
-FAILED = FAILED_STATUSES
 
 
 @dataclass(frozen=True)
@@ -168,7 +166,7 @@ def matching_rows(result: RunResult, glob: str) -> list:
 def _before_tests(result: RunResult) -> str:
     """Why the target could not show either way, when a stage before the
     tests failed; else ""."""
-    failed_stage = next((s for s in result.stages if s.status != "pass"), None)
+    failed_stage = next((s for s in result.stages if s.status != Status.PASS), None)
     if failed_stage is None or failed_stage.name == "test":
         return ""
     return (f"{failed_stage.name} {failed_stage.status}: "

@@ -7,7 +7,9 @@ sysrq.py   the SysRq task dumps the watchdog takes of a hung node
 markers.py the begin/end markers the suites write to /dev/kmsg around each test
 golden.py  the format of the golden files tests/data/console/<name>.json
 """
-from .crash import Crash, CrashKind, describe  # noqa: F401
-from .grammar import strip_prefix  # noqa: F401
-from .parser import find_crashes  # noqa: F401
-from .sysrq import hang_crash  # noqa: F401
+from .crash import Crash, CrashKind, describe
+from .grammar import strip_prefix
+from .parser import find_crashes
+from .sysrq import hang_crash
+
+__all__ = ["Crash", "CrashKind", "describe", "find_crashes", "hang_crash", "strip_prefix"]

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from enum import Enum
+from enum import StrEnum
+from typing import Any
 
 
-class CrashKind(str, Enum):
+class CrashKind(StrEnum):
     """A str: `kind == "hang"` holds, and JSON, f-strings and str() give the value."""
     WARNING = "warning"
     NULL_DEREF = "null-deref"
@@ -26,10 +27,6 @@ class CrashKind(str, Enum):
     PANIC = "panic"                      # stand-alone: no report before it explains it
     REBOOT = "reboot"                    # a second boot banner nothing announced
     HANG = "hang"                        # the watchdog's SysRq dump (sysrq.py)
-
-    # Python 3.11 formats a mixed-in Enum as "CrashKind.WARNING"
-    __str__ = str.__str__
-    __format__ = str.__format__
 
 
 @dataclass(frozen=True)
@@ -56,7 +53,7 @@ class Crash:
         # a caller may still pass the kind's string
         object.__setattr__(self, "kind", CrashKind(self.kind))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         """The fields, as `asdict` gives them but with kind a plain str."""
         return {**asdict(self), "kind": self.kind.value}
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from .crash import Crash
 from .grammar import strip_prefix
@@ -14,7 +15,7 @@ from .parser import find_crashes
 FRAMES = 5
 
 
-def record(crash: Crash) -> dict:
+def record(crash: Crash) -> dict[str, Any]:
     """A crash as a golden record: its fields but excerpt and node, the first
     frames, and excerpt_last, the message of the excerpt's last line (where the
     parser saw the report end)."""

@@ -4,6 +4,7 @@ the frames that never name a bug, and the limits of a record."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 MAX_EXCERPT = 200     # lines of a report kept in Crash.excerpt
 MAX_FRAMES = 64
@@ -83,7 +84,9 @@ ENTRY = re.compile(r"(?:irqentry_\w+|__irqentry\w*|asm_\w+|sysvec_\w+|__sysvec_\
 
 def strip_prefix(line: str) -> str:
     """The printk message without timestamp, caller id or syslog level."""
-    return line[PREFIX.match(line).end():]
+    m = PREFIX.match(line)
+    assert m is not None    # every part of PREFIX is optional: it matches any line
+    return line[m.end():]
 
 
 def norm(fn: str) -> str:
@@ -91,7 +94,7 @@ def norm(fn: str) -> str:
     return fn.split(".", 1)[0]
 
 
-def significant(names) -> list[str]:
+def significant(names: Iterable[str]) -> list[str]:
     """The names that can be blamed, in order, without generic frames or repeats."""
     out: list[str] = []
     for name in names:

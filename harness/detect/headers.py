@@ -105,14 +105,20 @@ class Header:
     site: bool = False   # a WARNING / kernel BUG line: names file:line
 
 
+def _first_row(msg: str) -> tuple[K | None, str, str, re.Match[str]] | None:
+    """The first row of TABLE whose pattern matches `msg`, with its match, or None."""
+    for kind, end, head, rx in _COMPILED:
+        if m := rx.match(msg):
+            return kind, end, head, m
+    return None
+
+
 def classify(msg: str) -> Header | None:
     """The header `msg` (a message, prefix stripped) is, by the first row of
     TABLE that matches, or None."""
-    for kind, end, head, rx in _COMPILED:
-        if m := rx.match(msg):
-            break
-    else:
+    if (row := _first_row(msg)) is None:
         return None
+    kind, end, head, m = row
     g = {k: v or "" for k, v in m.groupdict().items()}
     t = g.get("t", "")
     if kind == K.BUG and head == "BUG: {t}":

@@ -28,7 +28,7 @@ def kmsg_script(*lines: str) -> str:
     return "; ".join(f"echo {shlex.quote(line)} > /dev/kmsg" for line in lines)
 
 
-def _last_line(log: str, line: str, start: int = 0, last: bool = True) -> re.Match | None:
+def _last_line(log: str, line: str, start: int = 0, last: bool = True) -> re.Match[str] | None:
     # the whole rest of a line: "begin test_a" must not match "begin test_ab"
     found = list(re.finditer(re.escape(line) + r"\r?$", log[start:], re.M)) if last else \
         [m for m in [re.search(re.escape(line) + r"\r?$", log[start:], re.M)] if m]

@@ -46,6 +46,8 @@ class _Report:
     a panic may still follow); PANIC: after a panic line, until its end."""
 
     def __init__(self, hdr: Header, idx: int, ctx: str, ts: float | None, boot: int):
+        # the rows without a kind (boot, announce) are never a report's header
+        assert hdr.kind is not None
         self.hdr, self.kind, self.end, self.loc = hdr, hdr.kind, hdr.end, hdr.loc
         self.start = self.last = idx
         self.ctx, self.ts, self.boot = ctx, ts, boot
@@ -258,6 +260,7 @@ class _Parser:
 
     def _line(self, raw: str, idx: int) -> None:
         m = PREFIX.match(raw)
+        assert m is not None    # every part of PREFIX is optional: it matches any line
         msg, ctx = raw[m.end():], m.group("ctx") or ""
         rep = self.open.get(ctx)
         if rep is None and ctx.startswith("C"):  # an NMI backtrace of another CPU
@@ -273,7 +276,8 @@ class _Parser:
                 r.close()
                 del self.open[key]
 
-    def _header(self, hdr: Header, raw: str, idx: int, ctx: str, ts, rep) -> None:
+    def _header(self, hdr: Header, raw: str, idx: int, ctx: str, ts: float | None,
+                rep: _Report | None) -> None:
         if hdr.end == "announce":
             self.announced = True
             if rep is not None:
@@ -289,7 +293,7 @@ class _Parser:
             rep.close()
         self._start(hdr, raw, idx, ctx, ts)
 
-    def _start(self, hdr: Header, raw: str, idx: int, ctx: str, ts) -> _Report:
+    def _start(self, hdr: Header, raw: str, idx: int, ctx: str, ts: float | None) -> _Report:
         rep = _Report(hdr, idx, ctx, ts, self.boot)
         self.reports.append(rep)
         rep.take(raw, idx)
@@ -300,7 +304,8 @@ class _Parser:
             self.open[ctx] = rep
         return rep
 
-    def _merge_panic(self, hdr: Header, raw: str, idx: int, ctx: str, rep) -> bool:
+    def _merge_panic(self, hdr: Header, raw: str, idx: int, ctx: str,
+                     rep: _Report | None) -> bool:
         """A panic that follows a report (panic_on_oops, panic_on_warn, ...) is
         that report's end, not a second bug."""
         if rep is None and self.reports:
@@ -316,7 +321,7 @@ class _Parser:
         self.open[ctx] = rep
         return True
 
-    def _banner(self, hdr: Header, raw: str, idx: int, ctx: str, ts) -> None:
+    def _banner(self, hdr: Header, raw: str, idx: int, ctx: str, ts: float | None) -> None:
         # a banner is the first line of a boot: at time 0, or a log without times
         # (a `cat /proc/version` echoed on the console is neither)
         if ts or (ts is None and self.timed):

@@ -54,7 +54,8 @@ def hang_crash(dump: str, node: str, reason: str, line: int = 0) -> Crash:
                 if not f.group("q"):
                     task[1].append(norm(f.group("fn")))
                 continue
-            if msg in ("<TASK>", "</TASK>", "Call Trace:") or msg.startswith(("RIP", "RSP", "R", "Code")):
+            if (msg in ("<TASK>", "</TASK>", "Call Trace:")
+                    or msg.startswith(("RIP", "RSP", "R", "Code"))):
                 continue
             close_task()
         if collecting:          # the stuck CPU's stack below its RIP
@@ -84,7 +85,8 @@ def hang_crash(dump: str, node: str, reason: str, line: int = 0) -> Crash:
         title, fn = f"hang in {busy_fn}", busy_fn
         frames = tuple(significant([busy_fn, *busy_stack]))
     elif blocked:
-        title, fn, frames = f"hang: task {blocked[0]} blocked in {blocked[1]}", blocked[1], blocked[2]
+        title = f"hang: task {blocked[0]} blocked in {blocked[1]}"
+        fn, frames = blocked[1], blocked[2]
     elif busy_user:
         title, fn, frames = f"hang: CPU busy in user space ({busy_user})", "", ()
     else:

@@ -13,6 +13,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 from rich.table import Table
@@ -133,7 +134,7 @@ def keep_run(plan, args, console: Console, why: str, series=None) -> int:
         state, until = kept[0]
         keeper = supervisor.Supervisor(state, cache, why, until)
         _say_how(console, keeper.entry, why)
-        tell("KEPT", result.exit_code, log=state.run_dir / "supervisor.log")
+        tell("KEPT", result.exit_code, log=keeper.run_dir / "supervisor.log")
         keeper.serve()
         return 0
 
@@ -275,15 +276,16 @@ def _gone(entry: registry.KeptRun, seconds: float) -> bool:
 
 def ps_command(args, console: Console) -> int:
     kept, damaged = registry.scan(Cache(args.cache_dir))
-    rows = [{"run_id": e.run_id, "plan": e.plan, "why": e.why, "run_dir": e.run_dir,
-             "tree": e.tree, "supervisor_pid": e.pid,
-             "until": datetime.datetime.fromtimestamp(e.deadline).isoformat(timespec="seconds"),
-             "seconds_left": int(e.left),
-             "nodes": [{"name": n.name, "ssh_port": n.port, "l2_ip": n.l2_ip,
-                        "backend": n.backend, "pid": n.pid,
-                        "running": registry.running(n.pid)
-                        if n.backend == "qemu" else True} for n in e.nodes]}
-            for e in kept]
+    rows: list[dict[str, Any]] = [
+        {"run_id": e.run_id, "plan": e.plan, "why": e.why, "run_dir": e.run_dir,
+         "tree": e.tree, "supervisor_pid": e.pid,
+         "until": datetime.datetime.fromtimestamp(e.deadline).isoformat(timespec="seconds"),
+         "seconds_left": int(e.left),
+         "nodes": [{"name": n.name, "ssh_port": n.port, "l2_ip": n.l2_ip,
+                    "backend": n.backend, "pid": n.pid,
+                    "running": registry.running(n.pid)
+                    if n.backend == "qemu" else True} for n in e.nodes]}
+        for e in kept]
     for bad in damaged:               # listed once: removed now
         registry.discard(bad)
     if args.json:

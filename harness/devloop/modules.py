@@ -195,8 +195,8 @@ def _verify(session: Session, records: list[ReloadedModule], loaded: set[str],
             script.append(f"od -An -tx1 -v /sys/module/{record.name}/notes/"
                           ".note.gnu.build-id")
     out = session.run("; ".join(script), timeout=120).stdout
-    parts = dict(part.split("\n", 1) if "\n" in part else (part, "")
-                 for part in out.split("== ")[1:])
+    parts = {name: text for name, _, text in (part.partition("\n")
+                                               for part in out.split("== ")[1:])}
     for record in records:
         text = parts.get(record.name, "")
         if not text.startswith("same"):

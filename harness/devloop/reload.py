@@ -62,10 +62,15 @@ def reload_command(args, console: Console) -> int:
     return result.exit_code
 
 
+def _run_dir(state: Run) -> Path:
+    assert state.run_dir is not None    # runner.run makes it before the stages
+    return state.run_dir
+
+
 def stages(state: Run, entry: registry.KeptRun) -> None:
     state.logs.mkdir()
-    state.resolved = resolve.preflight(state.plan, state.run_dir / "series")
-    nodes = attach(entry, state.run_dir / "nodes")
+    state.resolved = resolve.preflight(state.plan, _run_dir(state) / "series")
+    nodes = attach(entry, _run_dir(state) / "nodes")
     state.nodes = list(nodes)
     state.result.kernel.accel = entry.accel or None
     state.result.kernel.accel_reason = (f"the kept run's ({entry.accel_reason})"
@@ -76,24 +81,26 @@ def stages(state: Run, entry: registry.KeptRun) -> None:
         pipeline.kernel(state)
     with state.stages("reload") as info:
         started = time.monotonic()
-        new = state.kernel.build
+        kernel = state.kernel
+        assert kernel is not None           # the fast path's, or pipeline.kernel's
+        new = kernel.build
         change = fast or modules.compare(old, new)
         state.say(change.why)
         record = ReloadRecord(entry.run_id, change.action, change.why)
         if change.action == "modules":
-            put, order, links = modules.put_in([n.session for n in nodes], change,
+            put, order, links = modules.put_in([n.connected() for n in nodes], change,
                                                new.release, state.plan.test_timeout)
             record = dataclasses.replace(record, modules=put, reloaded=order, links=links)
             state.say(f"reloaded {', '.join(order) or 'no loaded module'} on "
                       f"{len(nodes)} node(s)" + (f"; links again: {', '.join(links)}"
                                                  if links else ""))
         elif change.action == "reboot":
-            state.nodes = _reboot(state, entry, new)
+            state.nodes = list(_reboot(state, entry, new))
         state.result.reload = dataclasses.replace(
             record, seconds=round(time.monotonic() - started, 2))
         info.note = change.action
-        if state.kernel.tree.working_tree:     # what the next reload builds on
-            supervisor.request(entry, "built", commit=state.kernel.tree.commit,
+        if kernel.tree.working_tree:           # what the next reload builds on
+            supervisor.request(entry, "built", commit=kernel.tree.commit,
                                built_at=state.source_time, dirty=list(state.source_dirty),
                                kernel_entry="" if fast else str(new.bzimage.parent))
     state.result.nodes = [NodeRecord(n.name, n.spec.ssh_port, n.spec.l2_ip,
@@ -136,11 +143,13 @@ def _fast(state: Run, entry: registry.KeptRun, old: build.KernelBuild
             return None
         with state.stages("build") as info:
             built = quick.build(tree.path, objdir, found, plan.build, state.cache,
-                                state.run_dir / "modules", state.logs / "make.log")
+                                _run_dir(state) / "modules", state.logs / "make.log")
             info.note = f"modules only: {', '.join(Path(t).stem for t in found.targets)}"
         order = (objdir / "modules.order").read_text() if (objdir / "modules.order").exists() \
             else ""
-    state.kernel = pipeline.Kernel(tree, None, old, order)
+    # no ConfigReport on this path (nothing reads it): pipeline.Kernel.config is
+    # not Optional yet
+    state.kernel = pipeline.Kernel(tree, None, old, order)  # type: ignore[arg-type]
     # the nodes' kernel with these modules in: a key of its own for the history
     result.release = old.release
     result.build_key = digest(old.key, sorted((n, file_digest(p)) for n, p in built.items()))
@@ -164,7 +173,7 @@ def _reboot(state: Run, entry: registry.KeptRun, kb: build.KernelBuild) -> list[
                                 kernel_entry=str(kb.bzimage.parent), key=kb.key,
                                 moddisk=str(moddisk), tag=state.result.run_id)
     fresh = registry.resolve(state.cache, entry.run_id)
-    nodes = attach(fresh, state.run_dir / "nodes")
+    nodes = attach(fresh, _run_dir(state) / "nodes")
     for node in nodes:
         node.console_start = 0
         node.boot_seconds = answer.get("boot_seconds", {}).get(node.name, 0)

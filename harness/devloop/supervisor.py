@@ -79,12 +79,12 @@ def detached(work: Callable[[Tell], int]) -> int:
             if not chunk:
                 break
             data += chunk
-        word, _, code = data.decode(errors="replace").partition(" ")
+        word, _, told_code = data.decode(errors="replace").partition(" ")
         if word == "KEPT":
-            return int(code)
+            return int(told_code)
         _, status = os.waitpid(pid, 0)
         if word == "EXIT":
-            return int(code)
+            return int(told_code)
         print(f"error: the harness process ended without a word (wait status {status})",
               file=sys.stderr)
         return EXIT_INFRA
@@ -146,7 +146,8 @@ class Supervisor:
     """The kept run's nodes until the deadline or a stop."""
 
     def __init__(self, state: Run, cache: Cache, why: str, deadline: float):
-        self.state, self.cache = state, cache
+        assert state.run_dir is not None    # a kept run is a run: it has its directory
+        self.state, self.cache, self.run_dir = state, cache, state.run_dir
         self.stopping = ""
         # in the cache's socket directory (0700): `harness stop` checks that
         # the pid it would signal holds this socket
@@ -158,8 +159,8 @@ class Supervisor:
         kb = state.kernel.build if state.kernel else None
         now = time.time()
         self.entry = KeptRun(
-            run_id=state.result.run_id, run_dir=str(state.run_dir.resolve()),
-            plan=state.plan.name, plan_file=str((state.run_dir / "plan.yaml").resolve()),
+            run_id=state.result.run_id, run_dir=str(self.run_dir.resolve()),
+            plan=state.plan.name, plan_file=str((self.run_dir / "plan.yaml").resolve()),
             tree=str(state.kernel.tree.path) if state.kernel else "", why=why,
             pid=os.getpid(), pid_start=registry.process_start(os.getpid()),
             control=str(self.control), started=now, deadline=deadline,
@@ -170,7 +171,7 @@ class Supervisor:
             accel_reason=state.result.kernel.accel_reason or "",
             commit=state.result.kernel.commit or "", built_at=state.source_time,
             dirty=state.source_dirty)
-        write_ssh_config(state.run_dir, self.entry.nodes)
+        write_ssh_config(self.run_dir, self.entry.nodes)
         registry.save(cache, self.entry)
 
     def serve(self) -> None:
@@ -239,7 +240,7 @@ class Supervisor:
         seconds = {node.name: round(node.boot_seconds or 0, 2) for node in fresh}
         self._update(nodes=tuple(kept_node(n) for n in fresh), kernel_entry=str(entry),
                      moddisk=str(moddisk))
-        write_ssh_config(self.state.run_dir, self.entry.nodes)
+        write_ssh_config(self.run_dir, self.entry.nodes)
         return {"ok": True, "boot_seconds": seconds}
 
     def _update(self, **changes) -> None:

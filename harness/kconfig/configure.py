@@ -13,6 +13,7 @@ import json
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from .. import proc, sandbox
 from ..cache import Cache, digest, file_digest
@@ -87,9 +88,7 @@ def configure(tree: SourceTree, objdir: Path, spec: KconfigSpec, cache: Cache,
         shutil.copyfile(entry / "config", objdir / ".config")
         stored = json.loads((entry / "analysis.json").read_text())
         unknown = [Request(**r) for r in stored["unknown"]]
-        explanations = [Explanation(**{k: tuple(v) if isinstance(v, list) else v
-                                       for k, v in e.items()})
-                        for e in stored["explanations"]]
+        explanations = [Explanation(**_lists_as_tuples(e)) for e in stored["explanations"]]
     return _report(entry / "config", spec.base, requests, was_cached, unknown, explanations,
                    objdir / ".config")
 
@@ -130,6 +129,11 @@ def analyse_with(db: KconfigDB, merged: Path, values: dict[str, str],
     return unknown, []
 
 
+def _lists_as_tuples(fields: dict[str, Any]) -> dict[str, Any]:
+    """A record's fields read back from JSON: its tuples were written as lists."""
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+
+
 def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
                  fragments: list[Path], log: Path) -> None:
     tree, objdir = tree.resolve(), objdir.resolve()     # merge_config.sh runs in objdir
@@ -144,6 +148,7 @@ def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
 
     extra: list[Path] = []
     if kind == "file":
+        assert base_file is not None        # _base_inputs: "file" comes with its path
         shutil.copyfile(base_file, objdir / ".config")
     else:
         make(kind)
@@ -169,7 +174,8 @@ def check(report: ConfigReport) -> None:
         lines = [f"  {r.fragment}:{r.line}: CONFIG_{r.symbol} is not defined by this "
                  f"tree's Kconfig" for r in report.unknown]
         raise ConfigError(f"{len(report.unknown)} requested Kconfig symbol(s) unknown to "
-                          "this tree (misspelt, renamed or removed?):\n" + "\n".join(lines), EXIT_BAD_INPUT)
+                          "this tree (misspelt, renamed or removed?):\n" + "\n".join(lines),
+                          EXIT_BAD_INPUT)
     missing = report.missing
     if not missing:
         return

@@ -54,7 +54,7 @@ class Lower:
 @dataclass(frozen=True)
 class AnyOf:
     """One of the alternatives of an `||`, each a list of requirements."""
-    alternatives: tuple[list, ...]
+    alternatives: tuple[list[Requirement], ...]
 
 
 @dataclass(frozen=True)
@@ -90,8 +90,8 @@ def unmet(e: Expr | None, threshold: str, known: Callable[[str], bool]) -> list[
         if isinstance(e.left, SymbolRef) and not e.left.const:
             return [Lower(e.left.name, "n" if threshold == "y" else "m")]
         return [Opaque(render(e))]
-    if e.op in ("=", "!=") and _symbol_against_tristate(e):
-        name, target = e.left.name, e.right.name
+    if e.op in ("=", "!=") and (compared := _symbol_against_tristate(e)):
+        name, target = compared
         if e.op == "=" and target in ("y", "m"):
             return [Raise(name, target)]
         if e.op == "!=" and target == "n":
@@ -101,9 +101,10 @@ def unmet(e: Expr | None, threshold: str, known: Callable[[str], bool]) -> list[
     return [Opaque(render(e))]
 
 
-def _alternatives(e: Operation, threshold: str, known) -> list[Requirement]:
+def _alternatives(e: Operation, threshold: str,
+                  known: Callable[[str], bool]) -> list[Requirement]:
     """A || chain: the requirements of its one possible branch, or AnyOf."""
-    alternatives = []
+    alternatives: list[list[Requirement]] = []
     stack: list[Expr | None] = [e]
     while stack:
         node = stack.pop()
@@ -117,7 +118,10 @@ def _alternatives(e: Operation, threshold: str, known) -> list[Requirement]:
     return [AnyOf(tuple(possible or alternatives))]
 
 
-def _symbol_against_tristate(e: Operation) -> bool:
-    """FOO = y, FOO != n, ...: a symbol compared with a tristate constant."""
-    return isinstance(e.left, SymbolRef) and isinstance(e.right, SymbolRef) \
-        and e.right.const and e.right.name in TRI and not e.left.const
+def _symbol_against_tristate(e: Operation) -> tuple[str, str] | None:
+    """FOO = y, FOO != n, ...: a symbol compared with a tristate constant, as
+    (symbol, constant); None for any other comparison."""
+    if isinstance(e.left, SymbolRef) and isinstance(e.right, SymbolRef) \
+            and e.right.const and e.right.name in TRI and not e.left.const:
+        return e.left.name, e.right.name
+    return None

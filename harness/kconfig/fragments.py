@@ -65,6 +65,7 @@ def parse_fragment(path: Path) -> list[Request]:
                     and len(value) > 1 else value
                 symbol = m.group(1)[7:]
             else:
+                assert u is not None    # `m or u`, and not m
                 symbol, value = u.group(1)[7:], "n"
             why = " ".join(c for c in comments if not _OVERRIDE.match("#" + c))
             override = any(_OVERRIDE.match("#" + c) for c in comments)

@@ -108,8 +108,9 @@ def parse_expr(data: dict | None) -> Expr | None:
         return None
     if "sym" in data:
         return SymbolRef(data["sym"], data["tri"], data["value"], data["const"])
-    return Operation(data["op"], data["tri"], parse_expr(data["left"]),
-                     parse_expr(data.get("right")))
+    left = parse_expr(data["left"])
+    assert left is not None     # dump.c: an operation has its operand(s), never null
+    return Operation(data["op"], data["tri"], left, parse_expr(data.get("right")))
 
 
 def parse_symbol(data: dict | None) -> Symbol | None:
@@ -222,6 +223,9 @@ class DumpProcess:
                  box: sandbox.Box | None = None):
         # run where conf runs (the object directory): the tree is never written
         self._proc = proc.spawn_pipe([binary, "Kconfig"], cwd=cwd, env=env, log=log, box=box)
+        # spawn_pipe: stdin and stdout are pipes
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._stdin, self._stdout = self._proc.stdin, self._proc.stdout
         self.log = log
         self._answer(None)      # the "ready" line: Kconfig parsed
 
@@ -231,17 +235,18 @@ class DumpProcess:
     def _answer(self, command: str | None) -> Any:
         try:
             if command is not None:
-                self._proc.stdin.write(command + "\n")
-                self._proc.stdin.flush()
-            ready, _, _ = select.select([self._proc.stdout], [], [], ANSWER_TIMEOUT)
+                self._stdin.write(command + "\n")
+                self._stdin.flush()
+            ready, _, _ = select.select([self._stdout], [], [], ANSWER_TIMEOUT)
             if not ready:
                 proc.kill_group(self._proc)
                 raise ConfigError(f"the Kconfig parser did not answer {command or 'ready'!r} "
                                   f"within {ANSWER_TIMEOUT:g} s (killed); see {self.log}",
                                   EXIT_INFRA)
-            line = self._proc.stdout.readline()
+            line = self._stdout.readline()
         except (BrokenPipeError, OSError) as exc:
-            raise ConfigError(f"the Kconfig parser stopped ({exc}); see {self.log}", EXIT_INFRA)
+            raise ConfigError(f"the Kconfig parser stopped ({exc}); see {self.log}",
+                              EXIT_INFRA) from exc
         if not line:
             raise ConfigError(f"the Kconfig parser exited while asked {command!r}; "
                               f"see {self.log}", EXIT_INFRA)
@@ -250,8 +255,8 @@ class DumpProcess:
     def close(self) -> None:
         if self._proc.poll() is None:
             with contextlib.suppress(OSError):
-                self._proc.stdin.write("quit\n")
-                self._proc.stdin.close()
+                self._stdin.write("quit\n")
+                self._stdin.close()
             try:
                 self._proc.wait(timeout=10)
             except Exception:

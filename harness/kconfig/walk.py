@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from .expr import (TRI, AnyOf, Lower, Never, Raise, Requirement, is_constant, level, render,
                    unmet)
-from .tool import KconfigDB, Property, Symbol
+from .tool import KconfigDB, Operation, Property, Symbol
 
 FIX_MARK = "\x00"
 
@@ -221,11 +221,13 @@ class Explainer:
             state.complete = False
             return [f"{pad}{name} [={value}] must be at most {limit}, but the fragments "
                     f"request it ({self.requested[name]}): the two requests conflict"]
-        selected = record and record.selected_by and level(record.selected_by) > TRI[limit]
-        if record is None or not record.prompts or selected:
+        # the reverse dependency that keeps it above `limit`, if any
+        selected = (record.selected_by if record is not None and record.selected_by is not None
+                    and level(record.selected_by) > TRI[limit] else None)
+        if record is None or not record.prompts or selected is not None:
             state.complete = False
             return [f"{pad}{name} [={value}] must be at most {limit}, but "
-                    + (f"it is selected by {render(record.selected_by)}" if selected
+                    + (f"it is selected by {render(selected)}" if selected is not None
                        else "it has no prompt") + ": no fragment line can lower it"]
         state.fix[name] = limit
         return [f"{pad}{name} [={value}] must be at most {limit}{mark(name)}"]
@@ -248,9 +250,9 @@ class Explainer:
             return [f"{name} [={value}] is forced by `select` from: {', '.join(active)} "
                     f"({render(record.selected_by)}); unset those to turn it off"]
         if not record.prompts or record.visible == "n":
-            active = [d for d in record.defaults if level(d.cond) > 0]
-            default = (f"; its default {render(active[0].expr)} applies ({active[0].at})"
-                       if active else "")
+            applying = [d for d in record.defaults if level(d.cond) > 0]
+            default = (f"; its default {render(applying[0].expr)} applies ({applying[0].at})"
+                       if applying else "")
             return [f"{name} [={value}] has no visible prompt, so a fragment cannot turn it "
                     f"off{default}"]
         return [f"{name} [={value}]: requested n but olddefconfig kept {value}"]
@@ -275,6 +277,7 @@ class Explainer:
                 f"{name} has no visible prompt: its default applies"]
         for rng in record.ranges:
             if level(rng.cond) > 0 and rng.expr:
+                assert isinstance(rng.expr, Operation)  # Operation("range", low, high)
                 lines.append(f"{name} must lie in the range {render(rng.expr.left)} .. "
                              f"{render(rng.expr.right)} ({rng.at}); {want} is outside")
         return lines or [f"{name} [={value}]: requested {want!r} but olddefconfig chose "

@@ -38,7 +38,8 @@ def add_parser(sub) -> None:
                         help="run the I-th of N disjoint shares of the matrix")
     parser.add_argument("--jobs", type=count(1, "jobs at once"), default=1, metavar="K",
                         help="jobs at once (each boots its own guests: mind cores and memory)")
-    parser.add_argument("--bisect-repeat", type=count(1, "runs per bisect step"), default=1, metavar="N",
+    parser.add_argument("--bisect-repeat", type=count(1, "runs per bisect step"), default=1,
+                        metavar="N",
                         help="runs per bisect step (default 1)")
     parser.add_argument("--list", action="store_true",
                         help="print the shard's jobs and exit (no source is fetched)")
@@ -92,13 +93,14 @@ def nightly_command(args: argparse.Namespace, console: Console) -> int:
         for sig, handler in old.items():
             signal.signal(sig, handler)
     kinds = [j.kind for j in result.jobs]
-    for job in result.ordered():          # what needs a look, most urgent first
-        if job.kind in ("regression", "error", "fixed"):
-            culprit = (f"; first bad {job.bisect_culprit[:12]} \"{job.bisect_subject}\""
-                       if job.bisect_culprit else "")
-            why = "; ".join(job.reasons[:2]) or job.message
-            console.print(printable(f"{job.kind}: {job.job.source} {job.job.plan} "
-                                    f"{job.run_id or ''}{culprit}" + (f" — {why}" if why else "")),
+    for night in result.ordered():        # what needs a look, most urgent first
+        if night.kind in ("regression", "error", "fixed"):
+            culprit = (f"; first bad {night.bisect_culprit[:12]} \"{night.bisect_subject}\""
+                       if night.bisect_culprit else "")
+            why = "; ".join(night.reasons[:2]) or night.message
+            console.print(printable(f"{night.kind}: {night.job.source} {night.job.plan} "
+                                    f"{night.run_id or ''}{culprit}"
+                                    + (f" — {why}" if why else "")),
                           soft_wrap=True)
     console.print(printable(
         f"nightly {config.name}: " + ", ".join(f"{kinds.count(k)} {k}" for k in

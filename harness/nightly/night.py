@@ -23,7 +23,7 @@ from ..cache import Cache, private_dir, write_atomic
 from ..errors import HarnessError
 from ..results import history
 from ..results.compare import compare
-from ..results.model import RunResult
+from ..results.model import RunResult, Verdict
 from ..results.safe import printable
 from .config import NightlyConfig, SourceSpec
 from .heads import Head, heads
@@ -36,6 +36,8 @@ RUN_TIMEOUT = 6 * 3600
 # its guests and write its run directory (history, report.html) before SIGKILL
 RUN_GRACE = 120.0
 _RUN_DIR = re.compile(r"run directory: (\S+)\s*$", re.M)
+# the kinds (model.KINDS) whose line ends with the night's message: why
+_SAYS_WHY = frozenset({"error", "skipped"})
 
 
 def _now() -> str:
@@ -113,7 +115,7 @@ class Night:
         baseline = self.ledger.latest(job.id)
         night = self._run(job, head)
         night.seconds = round(time.monotonic() - started, 1)
-        if night.run_id and night.verdict != "error":
+        if night.run_id and night.verdict != Verdict.ERROR:
             # a harness failure is not a result: that head runs again next night
             with self._lock:
                 self.ledger.add(job.id, Entry(head.head, night.run_id, night.verdict,
@@ -169,7 +171,7 @@ class Night:
         diff = compare(current, before, flaky=flaky)
         night.new_failures, night.fixed, night.flaky = diff.new_failures, diff.fixed, diff.flaky
         night.new_crashes, night.reasons = diff.new_crashes, diff.reasons
-        if current.verdict == "error" and before.verdict != "error":
+        if current.verdict == Verdict.ERROR and before.verdict != Verdict.ERROR:
             night.kind = "error"
         elif diff.regressed:
             night.kind = "regression"
@@ -210,7 +212,7 @@ class Night:
             line += f" {night.run_id}"
         if night.bisect_culprit:
             line += f" first bad {night.bisect_culprit[:12]} \"{night.bisect_subject}\""
-        if night.message and night.kind in ("error", "skipped"):
+        if night.message and night.kind in _SAYS_WHY:
             line += f": {night.message}"
         self.console.print(printable(line), soft_wrap=True)
 

@@ -10,8 +10,8 @@ import re
 
 from ..results.baseline import SUITE as PERF_SUITE
 from ..results.baseline import direction
-from ..results.model import (FAILED_STATUSES, STATUSES, CrashRecord, PatchResult, RunResult,
-                             TestRecord, first_failure)
+from ..results.model import (FAILED, WARNED, CrashRecord, PatchResult, RunResult, Status,
+                             TestRecord, Verdict, first_failure)
 from ..results.safe import strip_controls
 from ..results.summary import bisect_line
 from .view import (CrashView, KconfigView, MissView, NodeView, PatchView, PerfRowView,
@@ -20,7 +20,6 @@ from .view import (CrashView, KconfigView, MissView, NodeView, PatchView, PerfRo
 DETAIL_LINES = 60            # lines of a message or an excerpt kept in the page
 DETAIL_CHARS = 8000
 CRASH_REASONS = 5            # crash lines in the verdict's reasons (the rest: the crashes)
-ATTENTION = ("flaky", "xpass")
 
 
 def clean(text: object) -> str:
@@ -77,7 +76,7 @@ def reasons(result: RunResult) -> list[str]:
     out = []
     if result.error:
         out.append(f"error: {first_line(result.error, 600)}")
-    failed = [t for t in result.tests if t.status in FAILED_STATUSES]
+    failed = [t for t in result.tests if t.status in FAILED]
     first = first_failure(result.tests)
     if first is not None:
         where = f"{clean(first.suite)} {clean(first.name)} on {clean(first.node)}"
@@ -109,7 +108,7 @@ def reasons(result: RunResult) -> list[str]:
         out += [first_line(w.message) for w in result.warnings if w.kind == "perf-drop"]
     if result.bisect is not None:
         out.append(first_line(bisect_line(result.bisect, len(result.patches)), 600))
-    if not out and result.verdict == "pass":
+    if not out and result.verdict == Verdict.PASS:
         out.append("every test row passed, was skipped or is a known failure; no kernel "
                    "crash counts" + ("; every patch builds" if result.patches else ""))
     return out or [f"verdict {result.verdict} (exit {result.exit_code})"]
@@ -216,11 +215,12 @@ def suites(tests: list[TestRecord]) -> list[SuiteView]:
         grouped.setdefault(test.suite, []).append(test)
     out = []
     for suite, rows in grouped.items():
-        def pick(*statuses: str) -> list[RowView]:
+        def pick(*statuses: Status) -> list[RowView]:
             return [_row(t) for t in rows if t.status in statuses]
-        counts = [(s, n) for s in STATUSES if (n := sum(t.status == s for t in rows))]
-        out.append(SuiteView(clean(suite), counts, pick(*FAILED_STATUSES), pick(*ATTENTION),
-                             pick("xfail"), pick("pass"), pick("skip")))
+        counts = [(s, n) for s in Status if (n := sum(t.status == s for t in rows))]
+        # failures first, then what passed with a warning (flaky, xpass: worth a look)
+        out.append(SuiteView(clean(suite), counts, pick(*FAILED), pick(*WARNED),
+                             pick(Status.XFAIL), pick(Status.PASS), pick(Status.SKIP)))
     return sorted(out, key=lambda s: not s.failing)
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from ..cache import write_atomic
 from ..nightly.model import NightlyResult
 from ..results import history
-from ..results.model import RunResult, run_order
+from ..results.model import RunResult, Verdict, run_order
 from . import changes, gather, plots, render, trends
 from .nightly import nightly_page
 from .view import RunsPage
@@ -44,7 +44,8 @@ def runs_html(runs: list[RunResult], db: Path | None) -> str:
         title = f"{views[0].verdict}: run {views[0].run_id}"
     else:
         title = f"{len(ordered)} runs: " + ", ".join(
-            f"{sum(v.verdict == w for v in views)} {w}" for w in ("fail", "error", "pass")
+            f"{sum(v.verdict == w for v in views)} {w}"
+            for w in (Verdict.FAIL, Verdict.ERROR, Verdict.PASS)
             if any(v.verdict == w for v in views))
     comparisons = changes.consecutive(ordered, db) if len(ordered) > 1 else []
     return render.render_runs(RunsPage(title, views, comparisons))

@@ -15,10 +15,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
+from ..results.model import Status
 from .view import TREND_CATEGORIES, MetricTrend, StageView, Trend
 
-_COLOR = {"pass": "#3a9a4a", "fail": "#c8322f", "error": "#c8322f", "skip": "#c4c4c4",
-          "flaky": "#e89a1c", "xfail": "#8a7bc0", "xpass": "#e89a1c"}
+# a status's colour (a stage's, a trend category's)
+_COLOR = {Status.PASS: "#3a9a4a", Status.FAIL: "#c8322f", Status.ERROR: "#c8322f",
+          Status.SKIP: "#c4c4c4", Status.FLAKY: "#e89a1c", Status.XFAIL: "#8a7bc0",
+          Status.XPASS: "#e89a1c"}
 _LINES = ("#1f5fa8", "#c8322f", "#3a9a4a", "#e89a1c", "#8a7bc0", "#4aa8b8", "#8c5a2b",
           "#d35fa0", "#555555", "#98a82e")
 _RC = {"svg.fonttype": "none", "text.parse_math": False, "font.size": 9,

@@ -11,14 +11,18 @@ from pathlib import Path
 from ..results import history
 from ..results.baseline import SUITE as PERF_SUITE
 from ..results.baseline import direction
-from ..results.model import RunResult, TestRecord, run_order
+from ..results.model import RunResult, Status, TestRecord, run_order
 from .gather import clean
 from .view import TREND_CATEGORIES, MetricLine, MetricTrend, SuiteTrend, Trend
 
 RUN_POINTS = 20          # the current run and the 19 before it
 NIGHT_POINTS = 30
-_CATEGORY = {"pass": "pass", "xpass": "pass", "fail": "fail", "error": "fail",
-             "flaky": "flaky", "xfail": "xfail", "skip": "skip"}
+# a status's category (view.TREND_CATEGORIES): an xpass is a pass, an error a
+# failure, a flaky row and a known failure are shown apart
+_CATEGORY: dict[str, Status] = {
+    Status.PASS: Status.PASS, Status.XPASS: Status.PASS, Status.FAIL: Status.FAIL,
+    Status.ERROR: Status.FAIL, Status.FLAKY: Status.FLAKY, Status.XFAIL: Status.XFAIL,
+    Status.SKIP: Status.SKIP}
 
 Counts = dict[str, dict[str, int]]                 # suite -> status -> rows
 Metrics = dict[tuple, dict[str, float]]            # (suite, row) -> metric -> value
@@ -69,7 +73,7 @@ def trend(title: str, labels: list[str], counts: list[Counts], metrics: list[Met
         per = {c: [0] * len(counts) for c in TREND_CATEGORIES}
         for i, point in enumerate(counts):
             for status, n in point.get(suite, {}).items():
-                per[_CATEGORY.get(status, "skip")][i] += n
+                per[_CATEGORY.get(status, Status.SKIP)][i] += n
         suite_trends.append(SuiteTrend(clean(suite), per))
     names = list(dict.fromkeys(m for point in metrics for row in point.values()
                                for m in row if direction(m)))

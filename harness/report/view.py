@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..results.model import Status, Verdict
+
 # --- one run -------------------------------------------------------------------
 
 
@@ -21,7 +23,7 @@ class Text:
 @dataclass(frozen=True)
 class StageView:
     name: str
-    status: str
+    status: Status
     seconds: float
     cached: bool
     note: str
@@ -78,7 +80,7 @@ class RowView:
     name: str
     node: str
     provider: str
-    status: str
+    status: Status
     seconds: float
     message: Text
     metrics: str
@@ -88,7 +90,7 @@ class RowView:
 @dataclass(frozen=True)
 class SuiteView:
     name: str
-    counts: list[tuple[str, int]]     # (status, rows) in model.STATUSES order, non-zero
+    counts: list[tuple[Status, int]]  # (status, rows) in Status's order, non-zero
     failing: list[RowView]            # fail, error: first
     attention: list[RowView]          # flaky, xpass: not failures, worth a look
     known: list[RowView]              # xfail: an expectation says it fails
@@ -124,7 +126,7 @@ class PerfRowView:
     name: str
     provider: str
     node: str
-    status: str
+    status: Status
     values: list[str]            # one per PerfTable.columns ("" when absent)
     flagged: list[str]           # the perf drops against the baseline
     versus_tcp: str              # "0.31× TCP": the RDMA row's metric over TCP's
@@ -157,10 +159,12 @@ class NodeView:
 @dataclass(frozen=True)
 class SuiteTrend:
     suite: str
-    counts: dict[str, list[int]]      # category (TREND_CATEGORIES) -> one count per point
+    counts: dict[Status, list[int]]   # category (TREND_CATEGORIES) -> one count per point
 
 
-TREND_CATEGORIES = ("pass", "fail", "flaky", "xfail", "skip")
+# the rows' categories in a trend, named after a status (trends.py sorts each
+# status into one): passed, failed, flaky, known failures, skipped
+TREND_CATEGORIES = (Status.PASS, Status.FAIL, Status.FLAKY, Status.XFAIL, Status.SKIP)
 
 
 @dataclass(frozen=True)
@@ -198,7 +202,7 @@ class RunView:
     run_id: str
     anchor: str
     plan: str
-    verdict: str
+    verdict: Verdict
     exit_code: int
     error: str
     reasons: list[str]           # why the verdict, one line each

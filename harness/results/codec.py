@@ -26,6 +26,10 @@ from ..inputs import quote
 OMIT = {"omit_none": True}
 EMPTY = {"none_as_empty": True}
 
+# a JSON value as json.loads gives it and to_plain makes it, and an object of them
+JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+JsonObject = dict[str, JsonValue]
+
 
 def to_plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

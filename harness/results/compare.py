@@ -14,14 +14,9 @@ from pathlib import Path
 from .. import dotconfig
 from . import baseline as perf
 from .history import RowKey
-from .model import ConfigChange, CrashRecord, RunResult, TestRecord, WarningRecord
+from .model import (FAILED, PASSED, ConfigChange, CrashRecord, RunResult, Status, TestRecord,
+                    Verdict, WarningRecord)
 
-FAILED = ("fail", "error")
-# xpass passed although an expectation said it fails: a fix all the same
-PASSED = ("pass", "xpass")
-# failed, then passed on a retry inside the run: listed with the flaky rows,
-# never a new failure nor a fix
-FLAKY = "flaky"
 KERNEL_FIELDS = ("source", "commit", "diff_hash", "version", "release", "series_top",
                  "accel")
 
@@ -75,8 +70,8 @@ class Comparison:
     baseline: str
     plan: str
     baseline_plan: str
-    verdict_before: str
-    verdict_now: str
+    verdict_before: Verdict
+    verdict_now: Verdict
     threshold_percent: float
     new_failures: list[RowChange] = field(default_factory=list)
     flaky: list[RowChange] = field(default_factory=list)
@@ -113,7 +108,8 @@ def _rows(run: RunResult) -> dict[RowKey, TestRecord]:
 
 
 def _change(key: RowKey, before: TestRecord | None, now: TestRecord | None) -> RowChange:
-    failing = now if now is not None and now.status in (*FAILED, FLAKY) else before
+    failing = now if now is not None and (now.status in FAILED
+                                          or now.status == Status.FLAKY) else before
     return RowChange(*key, before=before.status if before else "",
                      now=now.status if now else "",
                      message=failing.message if failing else "")
@@ -128,12 +124,15 @@ def _compare_rows(out: Comparison, current: RunResult, base: RunResult,
             out.appeared.append(_change(key, None, test))
         elif old.status == test.status:
             continue
-        elif test.status == FLAKY:
+        elif test.status == Status.FLAKY:
+            # failed, then passed on a retry inside the run: listed with the flaky
+            # rows, never a new failure nor a fix
             out.flaky.append(_change(key, old, test))
         elif test.status in FAILED and old.status not in FAILED:
             # skip -> fail counts as well: the row did not fail in the baseline
             (out.flaky if key in flaky else out.new_failures).append(_change(key, old, test))
         elif old.status in FAILED and test.status in PASSED:
+            # xpass passed although an expectation said it fails: a fix all the same
             out.fixed.append(_change(key, old, test))
         else:
             out.other_changes.append(_change(key, old, test))
@@ -209,7 +208,7 @@ def _reasons(out: Comparison) -> list[str]:
     if out.perf_drops:
         reasons.append(f"{len(out.perf_drops)} perf metric(s) worse than "
                        f"{out.threshold_percent:g}%")
-    if out.verdict_before == "pass" and out.verdict_now == "fail":
+    if out.verdict_before == Verdict.PASS and out.verdict_now == Verdict.FAIL:
         reasons.append("verdict pass -> fail")
     return reasons
 

@@ -25,10 +25,7 @@ from ..errors import HarnessError
 # the file's names, also history.DEFAULT_NAME, .SCHEMA_VERSION and .HistoryError
 from .history_db import (DEFAULT_NAME, SCHEMA_VERSION, HistoryError, reader, reset,
                          transaction, writer)
-from .model import RunResult, read_runs
-
-EXECUTED = ("pass", "fail", "error", "xpass", "xfail", "flaky")
-FAILED = ("fail", "error")
+from .model import EXECUTED, FAILED, RunResult, Status, read_runs
 
 RowKey = tuple[str, str, str, str]      # suite, name, provider, node
 
@@ -39,7 +36,7 @@ class TestHistory:
     name: str
     provider: str
     node: str
-    statuses: tuple[str, ...]      # newest first
+    statuses: tuple[str, ...]      # newest first (Status values, as the index holds them)
     runs: tuple[str, ...]          # the run ids of those statuses
     pass_rate: float | None        # passes / executed rows (None: never executed)
     streak: tuple[str, int]        # the newest status and how many runs in a row had it
@@ -158,12 +155,14 @@ def flaky_rows(db: Path) -> set[RowKey]:
 
 
 def _flaky(conn: sqlite3.Connection) -> set[RowKey]:
+    failed = sorted(FAILED)
     found = conn.execute(
         "SELECT r.suite, r.name, r.provider, r.node FROM rows r "
         "JOIN runs USING (run_id) WHERE runs.build != '' "
         "GROUP BY r.suite, r.name, r.provider, r.node, runs.build "
-        "HAVING SUM(r.status = 'pass') > 0 AND SUM(r.status IN ('fail', 'error')) > 0 "
-        "UNION SELECT suite, name, provider, node FROM rows WHERE status = 'flaky'")
+        f"HAVING SUM(r.status = ?) > 0 AND SUM(r.status IN ({', '.join('?' * len(failed))}))"
+        " > 0 UNION SELECT suite, name, provider, node FROM rows WHERE status = ?",
+        (Status.PASS, *failed, Status.FLAKY))
     return {tuple(row) for row in found}
 
 
@@ -194,7 +193,8 @@ def tests(db: Path, plan: str | None = None, test: str | None = None,
 def _summary(key: RowKey, seen: list[tuple[str, str]], flaky: bool) -> TestHistory:
     statuses = tuple(s for s, _ in seen)
     executed = [s for s in statuses if s in EXECUTED]
-    rate = sum(s == "pass" for s in executed) / len(executed) if executed else None
+    # a pass is a pass: not an xpass, nor a flaky row
+    rate = sum(s == Status.PASS for s in executed) / len(executed) if executed else None
     streak = 0
     for status in statuses:
         if status != statuses[0]:

@@ -14,10 +14,13 @@ from rich.table import Table
 from ..errors import EXIT_PASS, HarnessError
 from ..inputs import count
 from . import history
+from .model import Status
 from .safe import printable
 
-_MARK = {"pass": "P", "fail": "F", "error": "E", "skip": "s", "xfail": "x", "xpass": "X",
-         "flaky": "~"}
+# a status as one letter of a test's recent statuses
+_MARK: dict[str, str] = {Status.PASS: "P", Status.FAIL: "F", Status.ERROR: "E",
+                         Status.SKIP: "s", Status.XFAIL: "x", Status.XPASS: "X",
+                         Status.FLAKY: "~"}
 
 
 def add_parser(sub) -> None:

@@ -1,46 +1,96 @@
 """What a run produced, as typed records: the stages fill them, the writers
 (json, junit, summary) and later readers (`RunResult.load`: baselines,
 history, comparisons) share them. Turning them into JSON happens only in
-codec.py; the field names are the results.json keys."""
+codec.py; the field names are the results.json keys. The series' and the
+bisect's records are in model_series.py and model_bisect.py.
+
+A row's outcome is a `Status`, a run's a `Verdict`; what counts as failed,
+passed, skipped is defined once here (`FAILED`, `PASSED`, `SKIPPED`,
+`WARNED`, `EXECUTED`) and nowhere else."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from ..detect.crash import Crash
 from ..errors import HarnessError, PlanError
-from .codec import EMPTY, OMIT, from_plain, to_plain
+from .codec import EMPTY, OMIT, JsonObject, from_plain, to_plain
+# the series' and the bisect's records RunResult holds, importable from here as before
+from .model_bisect import BisectResult as BisectResult
+from .model_series import ConfigChange as ConfigChange
+from .model_series import PatchResult as PatchResult
+from .model_series import SeriesResult as SeriesResult
 from .readback import read_results
 
-# xfail: failed as an expectation (suites/expectations) says it does;
-# xpass: passed although one says it fails; flaky: failed, then passed when
-# run again (the plan's `retries`): a warning, not a pass
-STATUSES = ("pass", "fail", "skip", "error", "xfail", "xpass", "flaky")
-FAILED_STATUSES = ("fail", "error")     # a row that fails the run
-VERDICTS = ("pass", "fail", "error")
+
+class Status(StrEnum):
+    """A test row's outcome (`TestRecord.status`), and a stage's
+    (`StageRecord.status`: pass, fail or error). A str: `status == "pass"`
+    holds, and JSON, f-strings and str() give the value. The members'
+    order is the order tables show them in."""
+    PASS = "pass"
+    FAIL = "fail"        # the kernel or the test failed (a stage: the code's fault, exit 1)
+    SKIP = "skip"        # not run: a capability, a selection, a runner that died first
+    ERROR = "error"      # the test could not tell: setup, the harness, the infrastructure
+    XFAIL = "xfail"      # failed as an expectation (suites/expectations) says it does
+    XPASS = "xpass"      # passed although an expectation says it fails
+    FLAKY = "flaky"      # failed, then passed when run again (the plan's `retries`)
+
+
+# What a status counts as, the one definition every count, table, export and
+# decision uses (sets: membership only; for an order, iterate Status):
+# failed: fails the run (verdict.decide), is retried, makes a bisect step bad
+FAILED: frozenset[Status] = frozenset({Status.FAIL, Status.ERROR})
+# passed in the end: xpass all the same, flaky on a retry (still a warning; a
+# comparison lists a row that became flaky apart, neither failure nor fix)
+PASSED: frozenset[Status] = frozenset({Status.PASS, Status.XPASS, Status.FLAKY})
+# neither: not run, or failed as known (junit's <skipped>)
+SKIPPED: frozenset[Status] = frozenset({Status.SKIP, Status.XFAIL})
+# passed, but the run warns about it (an unexpected-pass or a flaky WarningRecord)
+WARNED: frozenset[Status] = frozenset({Status.XPASS, Status.FLAKY})
+# the test ran, whatever came of it (an xfail ran and failed): a pass rate's rows
+EXECUTED: frozenset[Status] = frozenset(Status) - {Status.SKIP}
+
+
+class Verdict(StrEnum):
+    """A run's outcome (`RunResult.verdict`, results/verdict.py decides it)."""
+    PASS = "pass"        # exit 0
+    FAIL = "fail"        # exit 1: the kernel, a test, a patch that does not build
+    ERROR = "error"      # exit 2 (bad input) or 3: the harness could not tell
 
 
 @dataclass(frozen=True)
 class StageRecord:
     name: str            # source, series, kconfig, build, selftests, image, boot, test
-    status: str          # pass | fail | error | skip
+    status: Status       # pass | fail | error (the Status of a row, as junit shows both)
     seconds: float
-    message: str = ""
-    cached: bool = False
+    message: str = ""    # why it failed, or what it did (its note)
+    cached: bool = False     # its output came from the cache
+
+    def __post_init__(self) -> None:
+        # a caller may still pass the status's string
+        object.__setattr__(self, "status", Status(self.status))
 
 
 @dataclass(frozen=True)
 class TestRecord:
+    """One result row: a pytest test of a suite, or a case a test reported."""
     suite: str
     name: str
-    node: str
-    status: str          # one of STATUSES
+    node: str            # the node it ran on ("" when none)
+    status: Status
     seconds: float
-    message: str = ""
-    metrics: dict[str, float] = field(default_factory=dict)
+    message: str = ""    # why it failed, errored or was skipped; a known failure's reason
+    metrics: dict[str, float] = field(default_factory=dict)     # name -> value
     provider: str = ""   # the RDMA provider the row ran on (rxe, siw), if any
     # times the row was run again after failing (plan key `retries`), if it was
     retries: int | None = field(default=None, metadata=OMIT)
+
+    def __post_init__(self) -> None:
+        # a caller may still pass the status's string
+        object.__setattr__(self, "status", Status(self.status))
 
 
 @dataclass
@@ -138,7 +188,7 @@ class CrashRecord:
     last_line: int | None = field(default=None, metadata=OMIT)
 
     @classmethod
-    def from_crash(cls, crash: Any, **extra: Any) -> CrashRecord:
+    def from_crash(cls, crash: Crash, **extra: Any) -> CrashRecord:
         """From a detect.Crash (its fields are a subset of these)."""
         names = {f.name for f in fields(cls)}
         values = {f.name: getattr(crash, f.name) for f in fields(crash) if f.name in names}
@@ -152,64 +202,6 @@ class CrashRecord:
     def counts(self) -> bool:
         """Fails the run: neither waived nor the infrastructure's doing."""
         return not self.waived and not self.infrastructure
-
-
-@dataclass(frozen=True)
-class ConfigChange:
-    symbol: str
-    old: str
-    new: str
-
-
-@dataclass
-class PatchTests:
-    """A patch's own kernel booted and tested (`series check --test-each`)."""
-    action: str                    # modules | reboot | none | skipped
-    why: str                       # e.g. "only modules changed: rdma_rxe"
-    passed: int = 0                # pass, xpass and flaky rows
-    failed: int = 0                # fail and error rows
-    skipped: int = 0               # skip and xfail rows
-    failed_rows: list[str] = field(default_factory=list)   # "suite name on node"
-    crashes: list[str] = field(default_factory=list)       # "node: title" that count
-    error: str = ""                # the harness could not test it (boot, put-in, SSH)
-    release: str = ""
-    build_key: str = ""
-    seconds: float = 0.0
-
-    @property
-    def fails(self) -> bool:       # its kernel failed its suites: a row or a crash
-        return bool(self.failed or self.crashes)
-
-
-@dataclass
-class PatchResult:
-    """One patch of a series: applied, and with per-patch checks, built."""
-    index: int
-    series: str
-    subject: str
-    author: str
-    commit: str
-    file: str
-    files: list[str] = field(default_factory=list)   # paths the commit changes
-    applied: bool = True
-    builds: bool | None = None            # None: not built (per_patch off)
-    build_seconds: float = 0.0
-    errors: str = ""                      # first error lines when it does not build
-    new_warnings: list[str] = field(default_factory=list)   # "file:line:col: text"
-    checkpatch: list[str] = field(default_factory=list)     # "LEVEL:TYPE file:line: text"
-    config_changes: list[ConfigChange] = field(default_factory=list)
-    breaks_bisection: str = ""
-    # booted and tested on its own (`series check --test-each`)
-    tests: PatchTests | None = field(default=None, metadata=OMIT)
-
-
-@dataclass
-class SeriesResult:
-    name: str
-    origin: str
-    base: str
-    upstream: str
-    patches: list[PatchResult] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -263,35 +255,6 @@ class PerfComparison:
     compared: int | None = field(default=None, metadata=OMIT)
     flagged: int | None = field(default=None, metadata=OMIT)
     fails_run: bool | None = field(default=None, metadata=OMIT)   # perf.fail_on_regression
-
-
-@dataclass
-class BisectStepRecord:
-    """One commit (or patch prefix) a bisect tried, with its runs as evidence."""
-    commit: str
-    index: int                   # 0 = the good end (the series' base)
-    verdict: str                 # good | bad | skip
-    runs: int = 0
-    bad_runs: int = 0
-    seconds: float = 0.0
-    run_dirs: list[str] = field(default_factory=list)
-    note: str = ""
-    values: list[float] = field(default_factory=list)    # a perf target's, one per run
-
-
-@dataclass
-class BisectResult:
-    """The automatic bisect of a failing series (plan key `bisect`): what it
-    looked for, every step, and the first bad patch (commit, subject, author,
-    index: 1-based position in the series), or why there is none."""
-    target: dict[str, Any]
-    message: str = ""
-    first_bad: dict[str, Any] | None = None
-    confidence: float = 0.0
-    steps: list[BisectStepRecord] = field(default_factory=list)
-    noop: dict[str, Any] = field(default_factory=dict)
-    directory: str = ""
-    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -366,7 +329,7 @@ class ReloadRecord:
 class RunResult:
     run_id: str
     plan: str
-    verdict: str = "error"        # one of VERDICTS
+    verdict: Verdict = Verdict.ERROR
     exit_code: int = 3
     started: str = ""
     finished: str = ""
@@ -387,11 +350,16 @@ class RunResult:
     reload: ReloadRecord | None = field(default=None, metadata=OMIT)
     error: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return to_plain(self)
+    def __post_init__(self) -> None:
+        # a caller may still pass the verdict's string
+        self.verdict = Verdict(self.verdict)
+
+    def to_dict(self) -> JsonObject:
+        plain: JsonObject = to_plain(self)
+        return plain
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunResult:
+    def from_dict(cls, data: JsonObject) -> RunResult:
         return from_plain(cls, data)
 
     @classmethod
@@ -412,7 +380,7 @@ def first_failure(tests: list[TestRecord]) -> TestRecord | None:
     hmm's, kselftest's) before the pytest test that drives it (its own row,
     named after the test function: `test_pyverbs[rxe]`), which fails
     because of it."""
-    failed = [t for t in tests if t.status in FAILED_STATUSES]
+    failed = [t for t in tests if t.status in FAILED]
     cases = [t for t in failed if not t.name.startswith("test_")
              and any(p.suite == t.suite and p.name.startswith("test_") for p in failed)]
     return (cases or failed or [None])[0]

@@ -5,11 +5,14 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from .model import STATUSES, BisectResult, PatchTests, RunResult
+from .model import FAILED, WARNED, BisectResult, RunResult, Status
+from .model_series import PatchTests
 from .safe import printable
 
-_STYLE = {"pass": "green", "fail": "bold red", "error": "bold red", "skip": "yellow",
-          "xfail": "yellow", "xpass": "yellow", "flaky": "yellow"}
+# a status's (or a verdict's: the same words) style; the run's counts line in this order
+_STYLE = {Status.PASS: "green", Status.FAIL: "bold red", Status.ERROR: "bold red",
+          Status.SKIP: "yellow", Status.XFAIL: "yellow", Status.XPASS: "yellow",
+          Status.FLAKY: "yellow"}
 
 
 def _metrics(metrics: dict[str, float]) -> str:
@@ -58,7 +61,7 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
         console.print(f"[bold red]error:[/] {printable(result.error)}")
     if result.bisect is not None:
         console.print(printable(bisect_line(result.bisect, len(result.patches))), soft_wrap=True)
-    style = _STYLE.get({"error": "error"}.get(result.verdict, result.verdict), "")
+    style = _STYLE.get(Status(result.verdict), "")
     console.print(f"verdict: [{style}]{result.verdict}[/] (exit {result.exit_code}); "
                   f"run directory: {printable(run_dir)}")
 
@@ -66,8 +69,10 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
 # above this many rows (pyverbs alone gives ~650) the table lists only the rows
 # that need a look; every row is in results.json and junit.xml
 FULL_TABLE_ROWS = 80
-_ATTENTION = ("fail", "error", "xpass", "flaky")
-_MESSAGE_FIRST = ("fail", "error", "flaky")
+# the rows a long table keeps: failed, or passed with a warning
+_ATTENTION = FAILED | WARNED
+# rows whose message says more than their metrics (a flaky row's: how it failed)
+_MESSAGE_FIRST = FAILED | {Status.FLAKY}
 
 
 def _print_tests(result: RunResult, console: Console) -> None:
@@ -96,13 +101,13 @@ def _print_tests(result: RunResult, console: Console) -> None:
     if len(names) == 1 and shown is result.tests:
         return           # the table above says it all
     suites = Table(title="rows per suite", show_edge=False)
-    for column in ("suite", *STATUSES):
+    for column in ("suite", *Status):
         suites.add_column(column)
     for suite in names:
         rows = [t for t in result.tests if t.suite == suite]
         suites.add_row(printable(suite), *(
             f"[{_STYLE.get(s, '')}]{n}" if (n := sum(t.status == s for t in rows)) else ""
-            for s in STATUSES))
+            for s in Status))
     console.print(suites)
 
 
@@ -179,13 +184,12 @@ def _print_perf(result: RunResult, console: Console) -> None:
 def bisect_line(bisect: BisectResult, total: int) -> str:
     """`first bad: patch 2/3 "<subject>"` and its evidence, or why none."""
     first = bisect.first_bad
-    if not first:
+    if first is None:
         return f"bisect: no first bad patch: {bisect.message}"
     runs = sum(s.runs for s in bisect.steps)
-    where = (f"patch {first['index']}/{total}" if first.get("series")
-             else f"{first.get('commit', '')[:12]}")
-    line = (f"first bad: {where} \"{first['subject']}\" ({len(bisect.steps)} steps, "
+    where = f"patch {first.index}/{total}" if first.series else first.commit[:12]
+    line = (f"first bad: {where} \"{first.subject}\" ({len(bisect.steps)} steps, "
             f"{runs} runs, confidence {bisect.confidence}; {bisect.directory})")
-    if bisect.noop.get("suspect"):
-        line += f"; suspect: {bisect.noop['why']}"
+    if bisect.noop.suspect:
+        line += f"; suspect: {bisect.noop.why}"
     return line

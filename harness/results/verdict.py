@@ -13,21 +13,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS
-from .model import FAILED_STATUSES, CrashRecord, PatchResult, TestRecord, WarningRecord
-
-FLAKY = "flaky"
+from .model import FAILED, CrashRecord, PatchResult, Status, TestRecord, Verdict, WarningRecord
 
 
 @dataclass(frozen=True)
-class Verdict:
-    verdict: str          # pass | fail | error
+class Decision:
+    """What `decide` gives the run: its verdict, exit code and error line."""
+    verdict: Verdict
     exit_code: int
     error: str | None     # the run's error line, as the user reads it
 
 
 def decide(error: str | None, exit_code: int, tests: list[TestRecord],
            crashes: list[CrashRecord], patches: list[PatchResult],
-           perf_regressions: list[WarningRecord] = ()) -> Verdict:
+           perf_regressions: list[WarningRecord] = ()) -> Decision:
     """`error`/`exit_code`: how the pipeline stopped (None/0 when it ran to
     the end); `perf_regressions`: the perf drops that count (the plan's
     perf.fail_on_regression), else none."""
@@ -35,28 +34,29 @@ def decide(error: str | None, exit_code: int, tests: list[TestRecord],
     if error and exit_code == EXIT_INFRA and crashed:
         first = crashed[0]
         verb = "hung" if first.kind == "hang" else "crashed"
-        return Verdict("fail", EXIT_FAIL, f"kernel {verb} on {first.node}: {first.title} "
-                                          f"({error.splitlines()[0]})")
+        return Decision(Verdict.FAIL, EXIT_FAIL, f"kernel {verb} on {first.node}: "
+                                                 f"{first.title} ({error.splitlines()[0]})")
     if error:
-        return Verdict("fail" if exit_code == EXIT_FAIL else "error", exit_code, error)
-    failed = [t for t in tests if t.status in FAILED_STATUSES]
+        return Decision(Verdict.FAIL if exit_code == EXIT_FAIL else Verdict.ERROR, exit_code,
+                        error)
+    failed = [t for t in tests if t.status in FAILED]
     unbuildable = [p for p in patches if p.builds is False]
     # --test-each: a patch's own kernel failed its suites
     tested_bad = [p for p in patches if p.tests is not None and p.tests.fails]
     if failed or crashed or unbuildable or perf_regressions or tested_bad:
-        return Verdict("fail", EXIT_FAIL, None)
+        return Decision(Verdict.FAIL, EXIT_FAIL, None)
     untested = [p for p in patches if p.tests is not None and p.tests.error]
     if untested:
-        return Verdict("error", EXIT_INFRA, "; ".join(
+        return Decision(Verdict.ERROR, EXIT_INFRA, "; ".join(
             f"patch {p.index} could not be tested: {p.tests.error.splitlines()[0]}"
             for p in untested))
-    return Verdict("pass", EXIT_PASS, None)
+    return Decision(Verdict.PASS, EXIT_PASS, None)
 
 
 def flaky_warnings(tests: list[TestRecord]) -> list[WarningRecord]:
     """The run's warnings for flaky rows (they do not fail the run)."""
-    return [WarningRecord(kind=FLAKY, suite=t.suite, test=t.name, node=t.node,
+    return [WarningRecord(kind="flaky", suite=t.suite, test=t.name, node=t.node,
                           provider=t.provider or None,
                           message=f"flaky: {t.suite} {t.name} on {t.node}: "
                                   + (t.message.splitlines() or [""])[0])
-            for t in tests if t.status == FLAKY]
+            for t in tests if t.status == Status.FLAKY]

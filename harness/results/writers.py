@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from ..cache import write_atomic
-from .model import RunResult, TestRecord
+from .model import SKIPPED, RunResult, Status, TestRecord
 
 # XML 1.0 cannot carry most C0 control characters (console text has ANSI escapes)
 _NOT_XML = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
@@ -21,17 +21,17 @@ def write_json(result: RunResult, path: Path) -> None:
 
 
 def _case(parent: ET.Element, classname: str, name: str, seconds: float,
-          status: str, message: str) -> ET.Element:
+          status: Status, message: str) -> ET.Element:
     name, message = _NOT_XML.sub("", name), _NOT_XML.sub("", message)
     case = ET.SubElement(parent, "testcase", classname=classname, name=name,
                          time=f"{seconds:.3f}")
-    if status == "fail":
+    if status == Status.FAIL:
         ET.SubElement(case, "failure", message=message.splitlines()[0][:200]
                       if message else "failed").text = message
-    elif status == "error":
+    elif status == Status.ERROR:
         ET.SubElement(case, "error", message=message.splitlines()[0][:200]
                       if message else "error").text = message
-    elif status in ("skip", "xfail"):
+    elif status in SKIPPED:
         ET.SubElement(case, "skipped", message=message[:200])
     return case
 
@@ -60,16 +60,16 @@ def write_junit(result: RunResult, path: Path) -> None:
             suite = suites[test.suite] = ET.SubElement(root, "testsuite", name=test.suite)
         name = f"{test.name}" if test.node in test.name else f"{test.name} [{test.node}]"
         case = _case(suite, test.suite, name, test.seconds, test.status, test.message)
-        if test.status == "flaky":
+        if test.status == Status.FLAKY:
             _flaky(case, test)
     if result.crashes:
         crashes = ET.SubElement(root, "testsuite", name="crashes")
         for crash in result.crashes:
             if crash.waived:
-                _case(crashes, "crashes", f"{crash.node}: {crash.title}", 0.0, "skip",
+                _case(crashes, "crashes", f"{crash.node}: {crash.title}", 0.0, Status.SKIP,
                       f"waived: {crash.waived}")
             else:
-                _case(crashes, "crashes", f"{crash.node}: {crash.title}", 0.0, "fail",
+                _case(crashes, "crashes", f"{crash.node}: {crash.title}", 0.0, Status.FAIL,
                       crash.excerpt)
     for suite in root:
         cases = list(suite)

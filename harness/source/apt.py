@@ -51,11 +51,11 @@ def _deb822_sources(text: str) -> list[Source]:
 
 
 def _one_line_sources(text: str) -> list[Source]:
-    entries = []
+    entries: list[Source] = []
     for line in text.splitlines():
-        line = re.sub(r"\[[^]]*\]", " ", line.split("#", 1)[0]).split()
-        if len(line) >= 3:
-            entries.append((line[0], [line[1]], [line[2]], line[3:]))
+        words = re.sub(r"\[[^]]*\]", " ", line.split("#", 1)[0]).split()
+        if len(words) >= 3:
+            entries.append((words[0], [words[1]], [words[2]], words[3:]))
     return entries
 
 

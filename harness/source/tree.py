@@ -142,7 +142,7 @@ def _from_debian(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
     with cache.lock("source", key):
         entry = cache.get("source", key, check=_damaged_tree)
         fresh = entry is None
-        if fresh:
+        if entry is None:
             with cache.fill("source", key, mutable=True) as scratch:
                 _import_debian(apt, offer, scratch, log)
             entry = cache.entry("source", key)
@@ -218,6 +218,7 @@ def _drop_debian_ignore_rule(tree: Path) -> None:
 
 
 def _from_git(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
+    assert spec.tree is not None    # plan._check: a git source names kernel.tree
     user_tree = Path(spec.tree).expanduser().resolve()
     if not user_tree.is_dir():
         raise SourceError(f"kernel.tree {spec.tree}: no such directory", EXIT_BAD_INPUT)

@@ -32,8 +32,8 @@ from pathlib import Path
 from .. import proc
 from ..errors import PlanError
 from ..inputs import load_yaml, quote
-from ..results.model import (ExpectationEntry, ExpectationsSummary, TestRecord, Until,
-                             WarningRecord)
+from ..results.model import (FAILED, ExpectationEntry, ExpectationsSummary, Status, TestRecord,
+                             Until, WarningRecord)
 from . import registry
 
 ANY = "any"
@@ -201,16 +201,16 @@ class Expectations:
         entry = self.find(record)
         if entry is None:
             return record
-        if record.status in ("fail", "error"):
+        if record.status in FAILED:
             if entry.match and not re.search(entry.match, record.message):
                 return replace(record, message=(
                     f"not the known failure [{entry.source}]: its message does not match "
                     f"{entry.match!r}\n{record.message}"))
             why = f"expected {record.status}: {entry.reason} [{entry.source}]"
-            return replace(record, status="xfail",
+            return replace(record, status=Status.XFAIL,
                            message=f"{why}\n{record.message}" if record.message else why)
-        if record.status == "pass" and not entry.intermittent:
-            return replace(record, status="xpass",
+        if record.status == Status.PASS and not entry.intermittent:
+            return replace(record, status=Status.XPASS,
                            message=f"passed, but expected to fail: {entry.reason} "
                                    f"[{entry.source}]: remove the entry if it is fixed")
         return record
@@ -225,4 +225,4 @@ def unexpected_passes(records: list[TestRecord]) -> list[WarningRecord]:
                           provider=r.provider,
                           message=f"unexpected pass: {r.suite} {r.name} on {r.node}: "
                                   + (r.message.splitlines() or [""])[0])
-            for r in records if r.status == "xpass"]
+            for r in records if r.status == Status.XPASS]

@@ -10,7 +10,7 @@ import signal
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ..results.model import TestRecord
+from ..results.model import FAILED, Status, TestRecord
 
 # kselftest exit codes (tools/testing/selftests/kselftest.h)
 KSFT_PASS, KSFT_FAIL, KSFT_XFAIL, KSFT_XPASS, KSFT_SKIP = 0, 1, 2, 3, 4
@@ -20,7 +20,7 @@ KSFT_PASS, KSFT_FAIL, KSFT_XFAIL, KSFT_XPASS, KSFT_SKIP = 0, 1, 2, 3, 4
 class KtapCase:
     number: int
     name: str
-    status: str                # pass | fail | skip | xfail | error
+    status: Status             # pass | fail | skip | xfail | error
     reason: str                # the directive's text: skip reason, diagnostic
     log: tuple[str, ...]       # its lines: from its RUN line, else the previous result
 
@@ -42,21 +42,21 @@ _RUN = re.compile(r"^#\s+RUN\s+(?P<name>\S+)\s*\.\.\.\s*$")
 _TOTALS = re.compile(r"^#\s*Totals:\s*(?P<counts>.*)$")
 
 
-def _directive(ok: bool, rest: str) -> tuple[str, str, str]:
+def _directive(ok: bool, rest: str) -> tuple[str, Status, str]:
     """(name, status, reason) of a result line's text after its number."""
     name, _, directive = rest.partition("#")
     name, directive = name.strip(), directive.strip()
     word, _, text = directive.partition(" ")
     word = word.upper()
     if word == "SKIP":
-        return name, "skip", text.strip()
+        return name, Status.SKIP, text.strip()
     if word in ("TODO", "XFAIL"):
-        return name, "xfail", text.strip() or word
+        return name, Status.XFAIL, text.strip() or word
     if word == "XPASS":
-        return name, "fail", f"XPASS: expected to fail but passed {text.strip()}".strip()
+        return name, Status.FAIL, f"XPASS: expected to fail but passed {text.strip()}".strip()
     if word == "ERROR":
-        return name, "error", text.strip()
-    return name, "pass" if ok else "fail", directive
+        return name, Status.ERROR, text.strip()
+    return name, Status.PASS if ok else Status.FAIL, directive
 
 
 def parse_ktap(text: str) -> KtapReport:
@@ -98,31 +98,31 @@ def parse_ktap(text: str) -> KtapReport:
                       tuple(pending))
 
 
-def exit_status(code: int, timeout: float | None = None) -> tuple[str, str]:
+def exit_status(code: int, timeout: float | None = None) -> tuple[Status, str]:
     """(status, why) of a kselftest program's exit code: 0 pass, 4 skip
     (KSFT_SKIP), anything else fail. -1: the guest sent no exit status (the
     command died by a signal: sshd then reports the signal; or the harness's
     deadline passed)."""
     if code == KSFT_PASS:
-        return "pass", ""
+        return Status.PASS, ""
     if code == KSFT_SKIP:
-        return "skip", "exit code 4 (KSFT_SKIP)"
+        return Status.SKIP, "exit code 4 (KSFT_SKIP)"
     limit = f" after {timeout:.0f} s" if timeout else ""
     if code == -1:
-        return "fail", f"no exit status: killed by a signal, or no answer{limit}"
+        return Status.FAIL, f"no exit status: killed by a signal, or no answer{limit}"
     if code == 124:
-        return "fail", f"timed out{limit} (exit code 124 from timeout)"
+        return Status.FAIL, f"timed out{limit} (exit code 124 from timeout)"
     if code == 126:
-        return "fail", "exit code 126: not executable"
+        return Status.FAIL, "exit code 126: not executable"
     if code == 127:
-        return "fail", "exit code 127: a command was not found"
+        return Status.FAIL, "exit code 127: a command was not found"
     if code > 128:
         try:
             name = signal.Signals(code - 128).name
         except ValueError:
             name = f"signal {code - 128}"
-        return "fail", f"exit code {code}: killed by {name}"
-    return "fail", f"exit code {code}"
+        return Status.FAIL, f"exit code {code}: killed by {name}"
+    return Status.FAIL, f"exit code {code}"
 
 
 def _tail(lines: Iterable[str], count: int = 15) -> str:
@@ -155,28 +155,28 @@ def ktap_rows(text: str, exit_code: int, suite: str, prefix: str, node: str,
     report = parse_ktap(text)
     rows = []
     for case in report.cases:
-        message = _failure(case) if case.status in ("fail", "error") else case.reason
+        message = _failure(case) if case.status in FAILED else case.reason
         rows.append(TestRecord(suite, f"{prefix} {case.name}", node, case.status, 0.0,
                                message))
     status, why = exit_status(exit_code, timeout)
     if report.running:
-        rows.append(TestRecord(suite, f"{prefix} {report.running}", node, "error", 0.0,
+        rows.append(TestRecord(suite, f"{prefix} {report.running}", node, Status.ERROR, 0.0,
                                f"the program ended during this case ({why or 'exit code 0'})"
                                f"\n{_tail(report.tail)}".rstrip()))
     if not program_row:
         return rows
     problem = _program_problem(report, status, why)
     if report.skip_all and not problem:
-        rows.append(TestRecord(suite, f"{prefix} (program)", node, "skip", seconds,
+        rows.append(TestRecord(suite, f"{prefix} (program)", node, Status.SKIP, seconds,
                                report.skip_all))
     elif problem:
         output = _tail(report.tail or text.splitlines())
-        rows.append(TestRecord(suite, f"{prefix} (program)", node, "error", seconds,
+        rows.append(TestRecord(suite, f"{prefix} (program)", node, Status.ERROR, seconds,
                                f"{problem}\n{output}".rstrip()))
     return rows
 
 
-def _program_problem(report: KtapReport, status: str, why: str) -> str:
+def _program_problem(report: KtapReport, status: Status, why: str) -> str:
     done = len(report.cases)
     if report.bail_out:
         return f"bailed out after {done} results: {report.bail_out}"
@@ -185,8 +185,8 @@ def _program_problem(report: KtapReport, status: str, why: str) -> str:
     if report.planned is not None and done < report.planned:
         return (f"ended after {done} of {report.planned} planned results "
                 f"({why or 'exit code 0'})")
-    failed = any(c.status in ("fail", "error") for c in report.cases)
-    if status == "fail" and not failed:
+    failed = any(c.status in FAILED for c in report.cases)
+    if status == Status.FAIL and not failed:
         return f"no result failed, but the program failed: {why}"
     return ""
 
@@ -196,9 +196,9 @@ def script_row(suite: str, name: str, node: str, exit_code: int, output: str,
     """The row of a kselftest script from its exit code; its output's last
     lines (stderr: the rdma scripts send stdout to /dev/null) as the message."""
     status, why = exit_status(exit_code, timeout)
-    if status == "pass":
+    if status == Status.PASS:
         return TestRecord(suite, name, node, status, round(seconds, 3), "")
-    reason = _tail(output.splitlines(), 1 if status == "skip" else 15)
+    reason = _tail(output.splitlines(), 1 if status == Status.SKIP else 15)
     return TestRecord(suite, name, node, status, round(seconds, 3),
                       "\n".join(filter(None, [why, reason])))
 
@@ -213,7 +213,8 @@ def read_test_list(text: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def tally(rows: Iterable[TestRecord], statuses: Iterable[str]) -> dict[str, int]:
-    """How many rows have each of `statuses` (a suite's metrics)."""
+def tally(rows: Iterable[TestRecord], statuses: Iterable[Status]) -> dict[str, int]:
+    """How many rows have each of `statuses` (a suite's metrics), by the
+    status's plain string (a metric's name, and what a message shows)."""
     rows = list(rows)
-    return {s: sum(1 for r in rows if r.status == s) for s in statuses}
+    return {str(s): sum(1 for r in rows if r.status == s) for s in statuses}

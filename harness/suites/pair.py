@@ -12,8 +12,12 @@ import shlex
 import time
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from ..guest import CommandResult
 
 
 @dataclass(frozen=True)
@@ -79,8 +83,8 @@ HUNG_MARGIN = 30
 
 @dataclass
 class PairResult:
-    client: object              # CommandResult
-    server: object
+    client: CommandResult
+    server: CommandResult
     snapshot: str = ""          # both nodes' QPs and counters when something failed or hung
 
     def describe(self) -> str:

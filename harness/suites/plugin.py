@@ -32,7 +32,7 @@ from .. import detect
 from ..detect import markers
 from ..errors import EXIT_INFRA, HarnessError
 from ..guest import Session
-from ..results.model import TestRecord
+from ..results.model import FAILED, Status, TestRecord
 from .expectations import Expectations
 from .select import item_wanted
 
@@ -99,14 +99,14 @@ def marker_id(nodeid: str) -> str:
     return f"{PurePosixPath(path).name}{sep}{rest}"
 
 
-def _status(report: pytest.TestReport) -> str:
+def _status(report: pytest.TestReport) -> Status:
     if hasattr(report, "wasxfail"):
-        return "xfail" if report.skipped else "fail"
+        return Status.XFAIL if report.skipped else Status.FAIL
     if report.passed:
-        return "pass"
+        return Status.PASS
     if report.skipped:
-        return "skip"
-    return "fail" if report.when == "call" else "error"
+        return Status.SKIP
+    return Status.FAIL if report.when == "call" else Status.ERROR
 
 
 def _message(report: pytest.TestReport) -> str:
@@ -131,7 +131,7 @@ def fixtures(context: SuiteContext) -> types.ModuleType:
     def nodes_fixture() -> list[SuiteNode]:
         return context.nodes
 
-    module.ctx_fixture, module.nodes_fixture = ctx_fixture, nodes_fixture
+    vars(module).update(ctx_fixture=ctx_fixture, nodes_fixture=nodes_fixture)
     return module
 
 
@@ -160,7 +160,8 @@ class HarnessPlugin:
 
     def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
         if "node" in metafunc.fixturenames:
-            metafunc.parametrize("node", self.context.nodes, ids=[n.name for n in self.context.nodes])
+            metafunc.parametrize("node", self.context.nodes,
+                                 ids=[n.name for n in self.context.nodes])
         if "module" in metafunc.fixturenames:
             metafunc.parametrize("module", self.context.modules, ids=list(self.context.modules))
 
@@ -168,11 +169,13 @@ class HarnessPlugin:
         file_name = Path(nodeid.split("::", 1)[0]).name
         return self.suite_of.get(file_name, file_name)
 
-    def pytest_collection_modifyitems(self, config: pytest.Config, items: list) -> None:
+    def pytest_collection_modifyitems(self, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
         select = self.context.select
         if not select:
             return
-        kept, dropped = [], []
+        kept: list[pytest.Item] = []
+        dropped: list[pytest.Item] = []
         for item in items:
             marker = item.get_closest_marker("subrows")
             prefix = None if marker is None else str((marker.args or ("",))[0])
@@ -226,7 +229,7 @@ class HarnessPlugin:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         status = _status(report)
         key = report.nodeid
-        props = dict(report.user_properties)
+        props: dict[str, Any] = dict(report.user_properties)   # what record_property got
         infra = props.pop(INFRA, None)
         node = props.pop("node", "")
         provider = str(props.pop("provider", ""))
@@ -235,17 +238,17 @@ class HarnessPlugin:
                          if n.name in key.split("[", 1)[1]), "")
         metrics = {k[7:]: float(v) for k, v in props.items() if k.startswith("metric.")}
         previous = self._pending.get(key)
-        if previous and (status == "pass" or previous.status != "pass"):
+        if previous and (status == Status.PASS or previous.status != Status.PASS):
             # teardown passing after a failed call keeps the failure
             status, message = previous.status, previous.message
             metrics = {**previous.metrics, **metrics}
         else:
             message = _message(report)
         if infra:
-            status, message = "error", f"infrastructure: {infra}"
+            status, message = Status.ERROR, f"infrastructure: {infra}"
         splats = self._splats.get(key) if report.when == "teardown" else None
-        if splats and status in ("pass", "skip", "xfail"):
-            status = "fail"
+        if splats and status not in FAILED:      # pass, skip or (pytest's) xfail
+            status = Status.FAIL
             message = "kernel splat during this test: " + "; ".join(splats)
         elif splats:
             message = f"{message}\nkernel splat during this test: " + "; ".join(splats)

@@ -96,8 +96,7 @@ def _mapping(where: str, value: Any, known: set[str] | None = None) -> dict:
         return {}
     if not isinstance(value, dict):
         raise _problem(where, f"a mapping, got {type(value).__name__}")
-    unknown = set(map(str, value)) - known if known is not None else set()
-    if unknown:
+    if known is not None and (unknown := set(map(str, value)) - known):
         raise _problem(where, f"unknown key(s) {', '.join(sorted(unknown))} "
                               f"(known: {', '.join(sorted(known))})")
     return value
@@ -187,9 +186,10 @@ def parse(path: Path) -> SuiteSpec:
     return SuiteSpec(
         name=name, description=" ".join(description.split()), directory=path.parent,
         tests=_tests(f"{where}: tests", data.get("tests"), path.parent),
-        needs=Needs(*(_strings(f"{where}: needs: {key}", needs.get(key))
-                      for key in ("fragments", "packages", "artifacts")),
-                    _devices(f"{where}: needs: devices", needs.get("devices"))),
+        needs=Needs(fragments=_strings(f"{where}: needs: fragments", needs.get("fragments")),
+                    packages=_strings(f"{where}: needs: packages", needs.get("packages")),
+                    artifacts=_strings(f"{where}: needs: artifacts", needs.get("artifacts")),
+                    devices=_devices(f"{where}: needs: devices", needs.get("devices"))),
         providers=_strings(f"{where}: providers", data.get("providers")),
         timeouts=_timeouts(f"{where}: timeouts", data.get("timeouts")),
         defaults={str(k): _strings(f"{where}: defaults: {k}", v) for k, v in defaults.items()})

@@ -22,11 +22,8 @@ import re
 from dataclasses import replace
 from typing import Callable, Iterable
 
-from ..results.model import FAILED_STATUSES, CrashRecord, TestRecord
+from ..results.model import FAILED, PASSED, CrashRecord, Status, TestRecord
 
-RETRIED = FAILED_STATUSES
-PASSED = ("pass", "xpass")
-FLAKY = "flaky"
 # what a row's message says when the kernel crashed during its test
 _CRASH = re.compile(r"kernel splat|kernel panic|\bOops\b|\bBUG:|general protection fault",
                     re.IGNORECASE)
@@ -66,7 +63,7 @@ def to_retry(rows: list[TestRecord], crashes: Iterable[CrashRecord] = (),
     crashed = _crashed_suites(rows, crashes, suite_of or {})
     if crashed is None:
         return []
-    return [r for r in rows if r.status in RETRIED and r.suite not in crashed]
+    return [r for r in rows if r.status in FAILED and r.suite not in crashed]
 
 
 def _first_line(message: str) -> str:
@@ -115,7 +112,7 @@ def retry(rows: list[TestRecord], retries: int, rerun: Rerun,
             tries[i] = attempt
             new = again.get(key(row))
             if new is not None and new.status in PASSED:
-                out[i] = replace(new, status=FLAKY, retries=attempt,
+                out[i] = replace(new, status=Status.FLAKY, retries=attempt,
                                  message=f"failed: {_first_line(row.message)}, "
                                          f"passed on retry {attempt} of {retries}")
                 del pending[i]

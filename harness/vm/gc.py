@@ -15,6 +15,7 @@ import shutil
 import socket
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -25,6 +26,9 @@ from . import dac
 from .libvirt import DEFAULT_URI, METADATA_NS, bindings, connect
 from .owners import judge, pid_alive
 from .remote import parse, uri_option
+
+if TYPE_CHECKING:
+    import libvirt     # imported when used (bindings()): an optional dependency
 
 
 @dataclass(frozen=True)
@@ -72,7 +76,7 @@ def read_metadata(xml: str) -> Leftover | None:
 
 
 def collect(uri: str, older_than: datetime.timedelta | None,
-            now: datetime.datetime | None = None) -> list[tuple[object, Leftover]]:
+            now: datetime.datetime | None = None) -> list[tuple[libvirt.virDomain, Leftover]]:
     """(domain, leftover with why) of every harness domain at `uri` that is garbage."""
     now = now or datetime.datetime.now(datetime.timezone.utc)
     conn = connect(uri)

@@ -26,6 +26,7 @@ import threading
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import jinja2
 
@@ -35,6 +36,9 @@ from ..results.model import StagedFile
 from . import ExtraDevices, NodeSpec, dac, free_port, remote, staging
 from .accel import QEMU
 from .node import BootConfig, Node, cmdline, extra_device_args
+
+if TYPE_CHECKING:
+    import libvirt     # imported when used (bindings()): an optional dependency
 
 DEFAULT_URI = "qemu:///system"
 METADATA_NS = "urn:harness:run:1"      # the <metadata> element's namespace
@@ -248,8 +252,8 @@ class LibvirtNode(Node):
         self.tunnel = remote.Tunnel(self.address) if self.address.remote else None
         self._pump: ConsolePump | None = None
         self._files: dac.NodeFiles | None = None      # staged for libvirt's labelling
-        self._conn = None
-        self._domain = None
+        self._conn: libvirt.virConnect | None = None
+        self._domain: libvirt.virDomain | None = None
         self._last_state = "not started"
 
     def placement(self) -> tuple[str, str, str, str]:
@@ -334,6 +338,7 @@ class LibvirtNode(Node):
 
     def _send_sysrq(self, key: str) -> None:
         libvirt = bindings()
+        assert self._domain is not None     # the watchdog asks a started node only
         self._domain.sendKey(libvirt.VIR_KEYCODE_SET_LINUX, 0,
                              [_KEY_ALT, _KEY_SYSRQ, _LETTERS[key]], 3, 0)
 

@@ -77,8 +77,9 @@ class Node:
 
     backend = ""
 
-    def __init__(self, spec: NodeSpec, boot: BootConfig, node_dir: Path):
-        self.spec, self.boot, self.dir = spec, boot, node_dir
+    def __init__(self, spec: NodeSpec, boot: BootConfig | None, node_dir: Path):
+        # None: a node attached to a running VM (devloop), never booted here
+        self.spec, self._boot, self.dir = spec, boot, node_dir
         self.console = node_dir / "console.log"
         self.session: Session | None = None
         self.boot_seconds: float | None = None
@@ -92,6 +93,13 @@ class Node:
     @property
     def name(self) -> str:
         return self.spec.name
+
+    @property
+    def boot(self) -> BootConfig:
+        """How this node boots (kernel, image, timeouts)."""
+        if self._boot is None:
+            raise AttributeError(f"{self.name} was attached to a running VM: no boot config")
+        return self._boot
 
     # --- what a backend provides -------------------------------------------------
     def start(self) -> None:
@@ -124,6 +132,11 @@ class Node:
     def ssh_target(self) -> tuple[str, int]:
         """Where the guest's SSH is reached from here."""
         return "127.0.0.1", self.spec.ssh_port
+
+    def connected(self) -> Session:
+        """The SSH session of a node that answered (after wait_ssh or connect)."""
+        assert self.session is not None, f"{self.name}: not connected"
+        return self.session
 
     def dial(self):
         """None, or `dial(timeout)` giving a socket to the guest's SSH when it
@@ -195,7 +208,8 @@ class Node:
             if time.monotonic() > deadline:
                 raise BootError(f"{self.name}: no SSH answer within "
                                 f"{self.boot.boot_timeout:.0f} s (vm.boot_timeout); "
-                                f"console tail ({self.console}):\n{self.console_tail()}", EXIT_INFRA)
+                                f"console tail ({self.console}):\n{self.console_tail()}",
+                                EXIT_INFRA)
             time.sleep(0.05)
 
     def stop(self) -> None:

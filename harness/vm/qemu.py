@@ -8,10 +8,12 @@ import asyncio
 import contextlib
 import shutil
 import shlex
+import subprocess
 import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from qemu.qmp import QMPClient
 
@@ -69,9 +71,10 @@ QMP_TIMEOUT = 10.0
 
 
 def qmp_once(socket_path: Path, command: str, arguments: dict | None = None,
-             name: str = "") -> object:
-    """Connect, run one command, disconnect; asyncio.TimeoutError (a
-    TimeoutError) when QEMU does not answer within QMP_TIMEOUT."""
+             name: str = "") -> Any:
+    """Connect, run one command, disconnect: the command's return value (JSON
+    data, most often a dict); asyncio.TimeoutError (a TimeoutError) when QEMU
+    does not answer within QMP_TIMEOUT."""
     async def once():
         client = QMPClient(name or None)
         try:
@@ -90,14 +93,14 @@ class QemuNode(Node):
     def __init__(self, spec: NodeSpec, boot: BootConfig, node_dir: Path):
         super().__init__(spec, boot, node_dir)
         self.qemu_log = node_dir / "qemu.log"
-        self.popen = None
+        self.popen: subprocess.Popen | None = None     # QEMU, once start() ran it
         # a UNIX socket path must be under 108 bytes; run directories can be deep
         self._sockdir = Path(tempfile.mkdtemp(prefix="harness-qmp-"))
         self.qmp = self._sockdir / f"{spec.name}.sock"
 
     def start(self) -> None:
         overlay = self._overlay()
-        for attempt in range(3):
+        for _attempt in range(3):
             self.console.write_text("")
             self._started, self._ssh_attempts = time.monotonic(), 0
             argv = qemu_argv(self.spec, self.boot, overlay, self.dir, self.qmp)
@@ -117,18 +120,23 @@ class QemuNode(Node):
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
 
+    def _exit_code(self) -> int | None:
+        assert self.popen is not None       # asked of a started node only
+        return self.popen.returncode
+
     def ended(self) -> str:
-        return f"QEMU exited (code {self.popen.returncode})"
+        return f"QEMU exited (code {self._exit_code()})"
 
     def _death_message(self) -> str:
         qemu_tail = self.qemu_log.read_text(errors="replace").strip().splitlines()[-5:]
-        return (f"{self.name}: QEMU exited with code {self.popen.returncode} before SSH "
+        return (f"{self.name}: QEMU exited with code {self._exit_code()} before SSH "
                 f"answered.\nqemu: {' | '.join(qemu_tail)}\nconsole tail "
                 f"({self.console}):\n{self.console_tail()}")
 
     def _end(self) -> None:
         """Quit through QMP, then make sure the process group is gone."""
         if self.alive():
+            assert self.popen is not None       # alive: started
             with contextlib.suppress(Exception):   # any QMP trouble: the kill below ends it
                 self.qmp_command("quit")
                 self.popen.wait(timeout=10)

@@ -148,14 +148,18 @@ def _client(address: HostAddress) -> paramiko.SSHClient:
     client.set_missing_host_key_policy(
         paramiko.RejectPolicy() if address.verify else paramiko.AutoAddPolicy())
     try:
+        key_files = [k for k in keys if Path(k).is_file()] or None
+        # paramiko documents and takes a list of key files; its stubs say str only
         client.connect(hostname, port=port, username=user,
-                       key_filename=[k for k in keys if Path(k).is_file()] or None,
+                       key_filename=key_files,  # type: ignore[arg-type]
                        timeout=CONNECT_TIMEOUT, banner_timeout=CONNECT_TIMEOUT,
                        auth_timeout=CONNECT_TIMEOUT)
     except paramiko.SSHException as exc:
         client.close()
-        hint = (" (an unknown host key: add it to ~/.ssh/known_hosts, or name a file "
-                "with known_hosts=, or no_verify=1)") if "not found in known_hosts" in str(exc) else ""
+        hint = ""
+        if "not found in known_hosts" in str(exc):
+            hint = (" (an unknown host key: add it to ~/.ssh/known_hosts, or name a file "
+                    "with known_hosts=, or no_verify=1)")
         raise BootError(f"libvirt {address.display}: SSH to {user}@{hostname}:{port} for the "
                         f"guests' SSH failed: {exc}{hint}", EXIT_INFRA) from exc
     except OSError as exc:

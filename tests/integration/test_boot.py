@@ -51,7 +51,8 @@ def test_two_nodes_boot_answer_ssh_and_share_an_l2(kernel, guest_image, modules_
         time.sleep(2)
         client = sessions[0].run(
             ["python3", "-c", "import socket,time\nfor i in range(30):\n  try:\n"
-             "    print(socket.create_connection(('10.99.0.2', 5555), 5).recv(64).decode()); break\n"
+             "    print(socket.create_connection(('10.99.0.2', 5555), 5).recv(64).decode());"
+             " break\n"
              "  except OSError: time.sleep(1)"], timeout=120)
         assert server.wait().ok
         assert "over-the-l2" in client.stdout, client.describe()

@@ -165,11 +165,11 @@ def test_the_no_op_check_compares_what_was_built(tmp_path):
                    tmp_path / key / "results.json")
     parent = search.Step("p", 1, "good", 1, 0, run_dirs=[str(tmp_path / "parent")])
     culprit = search.Step("c", 2, "bad", 1, 1, run_dirs=[str(tmp_path / "culprit")])
-    assert session._noop(culprit, parent, cache)["suspect"] is True
+    assert session._noop(culprit, parent, cache).suspect is True
     (cache.entry("kernels", "culprit") / "modules" / "kernel" / "rdma_rxe.ko").write_bytes(b"x")
     (cache.entry("kernels", "culprit") / cache.DONE).write_text("")   # another build's entry
     found = session._noop(culprit, parent, cache)
-    assert found["suspect"] is False and found["changed"] == ["rdma_rxe.ko"]
+    assert found.suspect is False and found.changed == ["rdma_rxe.ko"]
 
 
 def test_a_step_whose_guest_was_killed_is_a_skip_although_the_target_errored():

@@ -28,7 +28,7 @@ drivers/infiniband/hw/ionic/ionic_fw.h:120:19: warning: 'ionic_v1_stat_names' de
 ld: warning: arch/x86/boot/compressed/vmlinux has a LOAD segment with RWX permissions
   MODPOST Module.symvers
   Kernel: arch/x86/boot/bzImage is ready  (#1)
-"""
+"""  # noqa: E501 (make output, verbatim)
 
 ERROR_LOG = """\
   SYNC    include/config/auto.conf
@@ -53,7 +53,7 @@ make[3]: *** [scripts/Makefile.build:478: drivers/infiniband] Error 2
 make[2]: *** [scripts/Makefile.build:478: drivers] Error 2
 make[1]: *** [/src/linux/Makefile:2006: .] Error 2
 make: *** [Makefile:248: __sub-make] Error 2
-"""
+"""  # noqa: E501 (make output, verbatim)
 
 
 def test_warnings_are_file_line_text_in_build_order():
@@ -94,7 +94,8 @@ def test_first_errors_starts_just_before_the_first_error():
     excerpt = first_errors(ERROR_LOG).splitlines()
     # two lines of context, then the compiler's error
     assert excerpt[0] == "      |      ^~~~~~"
-    assert excerpt[1] == "drivers/infiniband/hw/ionic/ionic_ibdev.c: In function 'ionic_create_ibdev':"
+    assert excerpt[1] == ("drivers/infiniband/hw/ionic/ionic_ibdev.c: "
+                          "In function 'ionic_create_ibdev':")
     assert excerpt[2].startswith("drivers/infiniband/hw/ionic/ionic_ibdev.c:412:9: error: "
                                  "implicit declaration of function 'ib_set_device_ops_v2'")
     assert "make[6]: *** [scripts/Makefile.build:229: drivers/infiniband/hw/ionic/"\

@@ -308,7 +308,8 @@ def test_an_entry_from_before_manifests_is_trusted_once_and_stale_scratch_is_rem
     (old / "disk.img").write_bytes(b"")
     (old / Cache.DONE).write_text("")
     assert cache.get("images", "i1") == old
-    assert json.loads((old / Cache.DONE).read_text()) == {"files": {"disk.img": [0, digest_of(b"")]}}
+    assert json.loads((old / Cache.DONE).read_text()) == {
+        "files": {"disk.img": [0, digest_of(b"")]}}
     (old / "disk.img").write_bytes(b"changed")        # damage from now on is seen
     assert cache.get("images", "i1") is None
     stale = tmp_path / "images" / ".i2.tmp.abc"       # a killed run's scratch directory

@@ -104,7 +104,7 @@ CLEAN_BOOT = """\
 [    0.230000] Run /sbin/harness-init as init process
 [    1.100000] rdma_rxe: loaded
 [    1.200000] ib_core: BUG_ON checks enabled for debug builds
-"""
+"""  # noqa: E501 (kernel output, verbatim)
 
 
 def with_prefix(lines, style):

@@ -30,7 +30,7 @@ SYSRQ_IRQ = """\
 [  138.947423] RSP: 0018:ffff888008467f20 EFLAGS: 00000206
 {stack}
 [  138.951471]  </TASK>
-"""
+"""  # noqa: E501 (kernel output, verbatim)
 
 KERNEL_SPIN = SYSRQ_IRQ.format(
     rip="[  138.945868] RIP: 0010:rxe_module_exit+0x2e/0x80 [rdma_rxe]",
@@ -58,7 +58,7 @@ BLOCKED = """\
 [  200.101000]  __do_sys_delete_module.isra.0+0x1a5/0x2c0
 [  200.101100]  do_syscall_64+0x6f/0x110
 [  200.101200]  </TASK>
-"""
+"""  # noqa: E501 (kernel output, verbatim)
 
 
 def test_a_cpu_spinning_in_the_kernel_titles_the_hang():

@@ -16,8 +16,8 @@ import pytest
 from kcidb_io.schema import LATEST
 
 from harness.cli import main
-from harness.errors import EXIT_BAD_INPUT, EXIT_PASS
-from harness.export import kcidb
+from harness.errors import EXIT_BAD_INPUT, EXIT_PASS, PlanError
+from harness.export import kcidb, kcidb_fields
 from harness.results import model
 from harness.results.model import CrashRecord, RunResult, StageRecord
 
@@ -113,7 +113,7 @@ def test_origin_is_checked_and_prefixes_every_id():
             for o in data[kind]} == {"my_ci2"}
     assert data["tests"][0]["id"].startswith("my_ci2:test-")
     for bad in ("Harness", "my-ci", "", "a:b"):
-        with pytest.raises(kcidb.PlanError):
+        with pytest.raises(PlanError):
             kcidb.to_kcidb([load(BROKEN)], origin=bad)
 
 
@@ -134,7 +134,6 @@ def row(name: str, status: str, message: str = "", **extra) -> model.TestRecord:
     ("xpass", "passed, but expected to fail", "PASS"), ("flaky", "failed once", "PASS"),
     ("xfail", "expected fail: known [verbs/expectations.yaml (t)]", "FAIL"),
     ("xfail", "expected error: known [verbs/expectations.yaml (t)]", "ERROR"),
-    ("not run", "", "MISS"),
     ("error", "infrastructure: node1: QEMU exited (code -9)", "ERROR"),
     ("fail", "infrastructure: the guest's ssh went away", "ERROR"),
 ])
@@ -142,6 +141,13 @@ def test_status_mapping(status, message, expected):
     data = export(with_rows(load(FULL), row("t", status, message)))
     assert [t["status"] for t in data["tests"]] == [expected]
     assert data["tests"][0]["misc"]["harness_status"] == status
+
+
+def test_every_status_has_its_kcidb_status():
+    # a row's status is a model.Status: none is left to MISS (xfail: by its message)
+    assert set(kcidb_fields.STATUS) | {model.Status.XFAIL} == set(model.Status)
+    with pytest.raises(ValueError):
+        row("t", "not run")
 
 
 def test_row_flags_and_metrics_go_in_misc():

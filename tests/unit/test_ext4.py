@@ -116,8 +116,8 @@ def test_the_disk_carries_the_listing(tmp_path):
     (tree / "etc" / "mine").chmod(0o600)
     img, log = tmp_path / "d.img", tmp_path / "log"
     ext4.mkfs(tree, img, "16M", "root", log, owners=owners)
-    listing = debugfs(img, "ls -l /") + debugfs(img, "ls -l /etc") + debugfs(img, "ls -l /usr/bin") + \
-        debugfs(img, "ls -l /var") + debugfs(img, "ls -l /dev") + debugfs(img, "ls -l /home")
+    listing = "".join(debugfs(img, f"ls -l {path}")
+                      for path in ("/", "/etc", "/usr/bin", "/var", "/dev", "/home"))
     for line in ("100640 (1)      0     42", "104755 (1)      0      0", "120777 (7)      0      0",
                  "42775 (2)      0      8", "40700 (2)   1000   1000", "100600 (1)      0      0",
                  "20666 (3)      0      0", "10600 (5)      0      0", "42755 (2)      0    999"):

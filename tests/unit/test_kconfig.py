@@ -133,7 +133,8 @@ def test_unknown_symbols_are_bad_input_before_missing_ones(tmp_path):
         kconfig.check(report)
     assert info.value.exit_code == 2
     assert "x.config:3: CONFIG_NOPE" in str(info.value)
-    assert to_plain(kconfig.summary(report))["unknown"] == [{"symbol": "NOPE", "fragment": "x.config:3"}]
+    assert to_plain(kconfig.summary(report))["unknown"] == [
+        {"symbol": "NOPE", "fragment": "x.config:3"}]
 
 
 def test_missing_symbols_carry_why_and_the_checked_fix(tmp_path):

@@ -44,8 +44,8 @@ def test_golden_explanation(base, name, tmp_path, update_golden):
     # unknown symbols are named with the fragment's full path
     text = failure_text(report).replace(f"{tmp_path}/", "")
     golden(EXPECTED / f"{base}-{name}.txt", text, update_golden)
-    golden(EXPECTED / f"{base}-{name}.json", json.dumps(to_plain(kconfig.summary(report)), indent=1) + "\n",
-           update_golden)
+    golden(EXPECTED / f"{base}-{name}.json",
+           json.dumps(to_plain(kconfig.summary(report)), indent=1) + "\n", update_golden)
 
 
 def test_every_golden_file_has_its_scenario():

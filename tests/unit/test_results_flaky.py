@@ -15,7 +15,7 @@ from rich.console import Console
 
 from harness.results import history
 from harness.results.compare import compare
-from harness.results.model import STATUSES, RunResult
+from harness.results.model import RunResult, Status
 from harness.results.summary import print_summary
 from harness.results.verdict import decide, flaky_warnings
 from harness.results.writers import write_json, write_junit
@@ -35,7 +35,7 @@ def with_ping(run_id: str, status: str, started: str = "2026-12-01T01:00:00") ->
 
 
 def test_flaky_is_a_status_and_the_retries_are_kept_in_results_json(tmp_path):
-    assert "flaky" in STATUSES
+    assert Status("flaky") is Status.FLAKY
     run = with_ping("r1", "flaky")
     write_json(run, tmp_path / "results.json")
     rows = json.loads((tmp_path / "results.json").read_text())["tests"]

@@ -10,11 +10,11 @@ import pytest
 
 from harness.results.model import (ConfigChange, CrashRecord, ExpectationEntry,
                                    ExpectationsSummary, KconfigResult, KernelInfo,
-                                   MissingSymbol, NodeRecord, PatchResult, PatchTests,
-                                   PerfComparison,
+                                   MissingSymbol, NodeRecord, PatchResult, PerfComparison,
                                    RequestedSymbol, RunResult, SeriesResult, StageRecord,
                                    SuspectedPatch, Until, WarningRecord)
 from harness.results.model import TestRecord as Record
+from harness.results.model_series import PatchTests
 from harness.results.writers import write_json
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"

@@ -14,6 +14,7 @@ from harness.results import readback
 from harness.results.codec import DecodeError
 from harness.results.model import (BisectResult, CrashRecord, KeptRecord, NodeRecord,
                                    ReloadRecord, RunResult, read_runs)
+from harness.results.model_bisect import BisectTarget
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"
 BROKEN = json.loads((DATA / "series-demo-broken.json").read_text())
@@ -202,7 +203,7 @@ def test_integers_are_numbers_and_optional_records_are_null_or_empty(tmp_path):
     run = RunResult.load(written(tmp_path, data))
     assert run.stages[0].seconds == 1.0 and isinstance(run.stages[0].seconds, float)
     assert run.crashes[0].suspected_patch is None
-    assert isinstance(run.bisect, BisectResult) and run.bisect.target == {"test": "x"}
+    assert isinstance(run.bisect, BisectResult) and run.bisect.target == BisectTarget(test="x")
     assert run.kept == KeptRecord("boot", "2026-12-01T10:00:00", 60)
 
 

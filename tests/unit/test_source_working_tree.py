@@ -413,4 +413,5 @@ def test_reproduce_builds_the_checkout_only_while_it_has_the_runs_edits(user):
     with pytest.raises(PlanError) as info:
         _same_edits(plan, run)
     assert info.value.exit_code == EXIT_BAD_INPUT
-    assert "put those edits back" in str(info.value) and run.kernel.diff_hash[:12] in str(info.value)
+    assert "put those edits back" in str(info.value)
+    assert run.kernel.diff_hash[:12] in str(info.value)

@@ -18,8 +18,8 @@ from harness.devloop import modules
 from harness.errors import EXIT_INFRA, PlanError, ReloadError
 from harness.progress import Progress
 from harness.report.gather import _tests as report_cell
-from harness.results.model import (PatchResult, PatchTests, RunResult, SeriesResult,
-                                   StageRecord)
+from harness.results.model import PatchResult, RunResult, SeriesResult, StageRecord
+from harness.results.model_series import PatchTests
 from harness.results.model import TestRecord as Record
 from harness.results.summary import print_summary, cell_of_tests
 from harness.results.verdict import decide

@@ -2,7 +2,7 @@
 TEST_F, and a skip row for each case the suite leaves out, saying why."""
 from __future__ import annotations
 
-from harness.results.model import TestRecord
+from harness.results.model import Status, TestRecord
 from harness.suites.ktap import ktap_rows, tally
 
 SUITE = "hmm"
@@ -19,9 +19,9 @@ def rows(output: str, exit_code: int, node: str, seconds: float = 0.0,
          timeout: float | None = None) -> list[TestRecord]:
     found = ktap_rows(output, exit_code, SUITE, PROGRAM, node, seconds, timeout)
     return found + [TestRecord(suite=SUITE, name=f"{PROGRAM} {name}", node=node,
-                               status="skip", seconds=0.0, message=reason)
+                               status=Status.SKIP, seconds=0.0, message=reason)
                     for name, reason in EXCLUDED.items()]
 
 
 def counts(found: list[TestRecord]) -> dict[str, int]:
-    return tally(found, ("pass", "fail", "skip", "xfail", "error"))
+    return tally(found, (Status.PASS, Status.FAIL, Status.SKIP, Status.XFAIL, Status.ERROR))

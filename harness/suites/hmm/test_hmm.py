@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.results.model import FAILED
 from harness.suites.hmm.parse import EXCLUDED, PROGRAM, counts, rows
 
 REMOTE = "/tmp/hmm-tests"
@@ -66,7 +67,7 @@ def test_hmm_tests(hmm_node, ctx, record_property):
     for status, count in tallies.items():
         record_property(f"metric.{status}", float(count))
     record_property("metric.hugepages", float(reserved))
-    bad = [r for r in found if r.status in ("fail", "error")]
+    bad = [r for r in found if r.status in FAILED]
     assert not bad, (
         f"{len(bad)} of {len(found)} hmm-tests rows failed ({tallies}; {reserved} of "
         f"{HUGEPAGES} hugepages reserved): "

@@ -2,7 +2,7 @@
 one per KTAP result when the script prints KTAP (ktap.py)."""
 from __future__ import annotations
 
-from harness.results.model import TestRecord
+from harness.results.model import Status, TestRecord
 from harness.suites.ktap import ktap_rows, parse_ktap, script_row, tally
 
 SUITE = "kselftest-rdma"
@@ -19,4 +19,4 @@ def script_rows(name: str, node: str, exit_code: int, stdout: str, stderr: str,
 
 
 def counts(found: list[TestRecord]) -> dict[str, int]:
-    return tally(found, ("pass", "fail", "skip"))
+    return tally(found, (Status.PASS, Status.FAIL, Status.SKIP))

@@ -18,6 +18,7 @@ import shlex
 
 import pytest
 
+from harness.results.model import FAILED
 from harness.suites.kselftest_rdma.parse import counts, script_rows
 from harness.suites.ktap import read_test_list
 from harness.suites.registry import of_file
@@ -80,7 +81,7 @@ def test_kselftest_rdma(installed, ctx, record_property):
     tallies = counts(rows)
     for status, count in tallies.items():
         record_property(f"metric.{status}", float(count))
-    bad = [r for r in rows if r.status in ("fail", "error")]
+    bad = [r for r in rows if r.status in FAILED]
     assert not bad, (f"{len(bad)} of {len(rows)} rdma selftests failed ({tallies}): "
                      + "; ".join(f"{r.name}: {' / '.join(r.message.splitlines()[:3])}"
                                  for r in bad))

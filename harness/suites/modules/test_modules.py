@@ -1,8 +1,9 @@
 """modules: each module of the plan goes through N load/unload cycles
 (`modules_cycles`, default 3) on every node: modprobe, live, registered what it
 should (modules.yaml), modprobe -r, gone (an RDMA link driver is unloaded with
-its link deleted in odd cycles, with the link still in place in even ones); no splat, no new taint; with
-CONFIG_DEBUG_KMEMLEAK a kmemleak scan after the cycles, any new leak failing
+its link deleted in odd cycles, with the link still in place in even ones); no
+splat, no new taint; with CONFIG_DEBUG_KMEMLEAK a kmemleak scan after the cycles,
+any new leak failing
 the module. A module that refuses to unload fails with its refcount and holders.
 
 One guest command per module does all the cycles (under TCG every command

@@ -71,6 +71,12 @@ def get(block: str, offset: int) -> bytes:
     return bytes(buf)
 
 
+def errno_text(exc: OSError) -> str:
+    """'errno 5 (Input/output error)'."""
+    assert exc.errno is not None    # an OSError from an os call carries its errno
+    return f"errno {exc.errno} ({os.strerror(exc.errno)})"
+
+
 def transfer(p2pbuf: mmap.mmap, src: str, dst: str, seed: int) -> dict:
     """src -> p2p buffer (O_DIRECT read into the CMB), p2p buffer -> dst
     (O_DIRECT write from the CMB); the data is checked at each step."""
@@ -83,7 +89,7 @@ def transfer(p2pbuf: mmap.mmap, src: str, dst: str, seed: int) -> dict:
         os.preadv(fd, [p2pbuf], 0)
         result["read_into_cmb"] = "ok" if bytes(p2pbuf) == data else "data differs"
     except OSError as exc:
-        result["read_into_cmb"] = f"errno {exc.errno} ({os.strerror(exc.errno)})"
+        result["read_into_cmb"] = errno_text(exc)
     finally:
         os.close(fd)
     if result["read_into_cmb"] == "ok":
@@ -92,7 +98,7 @@ def transfer(p2pbuf: mmap.mmap, src: str, dst: str, seed: int) -> dict:
             os.pwritev(fd, [p2pbuf], CHUNK)
             result["write_from_cmb"] = "ok" if get(dst, CHUNK) == data else "data differs"
         except OSError as exc:
-            result["write_from_cmb"] = f"errno {exc.errno} ({os.strerror(exc.errno)})"
+            result["write_from_cmb"] = errno_text(exc)
         finally:
             os.close(fd)
     return result

@@ -5,8 +5,9 @@ left unrun listed as skips saying so."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
-from harness.results.model import TestRecord
+from harness.results.model import EXECUTED, FAILED, PASSED, Status, TestRecord
 from harness.suites.pyverbs import pyverbs_runner
 
 SUITE = "pyverbs"
@@ -20,7 +21,7 @@ def _signal_text(returncode: int) -> str:
     return f"signal {-returncode}" if returncode < 0 else f"exit code {returncode}"
 
 
-def _row(provider: str, node: str, name: str, status: str, seconds: float = 0.0,
+def _row(provider: str, node: str, name: str, status: Status, seconds: float = 0.0,
          message: str = "") -> TestRecord:
     return TestRecord(suite=SUITE, name=f"{SUITE}[{provider}] {name}", node=node,
                       status=status, seconds=round(float(seconds), 3), message=message,
@@ -51,7 +52,7 @@ def _crash_row(provider: str, node: str, module: str, state: dict, exit_event: d
                 what += f" (during {state['running']})"
     tail = (exit_event or {}).get("stderr", "")
     seconds = (exit_event or {}).get("seconds", 0.0)
-    return _row(provider, node, f"tests.{module} (runner)", "error", seconds,
+    return _row(provider, node, f"tests.{module} (runner)", Status.ERROR, seconds,
                 what + (f"\nstderr:\n{tail}" if tail else ""))
 
 
@@ -64,10 +65,10 @@ def _events(text: str):
                 continue            # a line cut by a crash mid-write
 
 
-def _headline_first(status: str, message: str) -> str:
+def _headline_first(status: Status, message: str) -> str:
     """A traceback's last line (the exception) first: summaries show line one."""
     lines = [line for line in message.splitlines() if line.strip()]
-    if status in ("fail", "error") and lines and lines[0].startswith("Traceback"):
+    if status in FAILED and lines and lines[0].startswith("Traceback"):
         return f"{lines[-1]}\n{message}"
     return message
 
@@ -78,7 +79,7 @@ def _case_name(case_id: str, module: str) -> str:
     return case_id
 
 
-def parse_report(text: str, provider: str, node: str, modules: list[str] = (),
+def parse_report(text: str, provider: str, node: str, modules: Sequence[str] = (),
                  context: str = "") -> list[TestRecord]:
     """Rows from pyverbs_runner's output (one or more modules, lines in any
     surrounding noise): one per finished case, an error row per runner crash.
@@ -99,14 +100,15 @@ def parse_report(text: str, provider: str, node: str, modules: list[str] = (),
         elif kind == "case":
             state["finished"].add(event["id"])
             state["running"] = None
+            status = Status(event["status"])        # the runner's words are Status values
             records.append(_row(provider, node, _case_name(event["id"], module),
-                                event["status"], event.get("seconds", 0.0),
-                                _headline_first(event["status"], event.get("message", ""))))
+                                status, event.get("seconds", 0.0),
+                                _headline_first(status, event.get("message", ""))))
         elif kind == "done":
             state["done"] = True
         elif kind == "exit":
             exits[module] = event
-    records += [_row(provider, node, f"tests.{module} (runner)", "error", 0.0,
+    records += [_row(provider, node, f"tests.{module} (runner)", Status.ERROR, 0.0,
                      f"pyverbs runner reported nothing for {module}"
                      + (f"\n{context}" if context else ""))
                 for module in modules if module not in states]
@@ -118,10 +120,10 @@ def parse_report(text: str, provider: str, node: str, modules: list[str] = (),
         first_line = crash.message.splitlines()[0]
         for case in state["ids"]:
             if case == state["running"]:
-                records.append(_row(provider, node, _case_name(case, module), "error", 0.0,
+                records.append(_row(provider, node, _case_name(case, module), Status.ERROR, 0.0,
                                     f"the runner died during this case: {first_line}"))
             elif case not in state["finished"]:
-                records.append(_row(provider, node, _case_name(case, module), "skip", 0.0,
+                records.append(_row(provider, node, _case_name(case, module), Status.SKIP, 0.0,
                                     f"not run: the runner died before it ({first_line})"))
     return records
 
@@ -129,10 +131,10 @@ def parse_report(text: str, provider: str, node: str, modules: list[str] = (),
 def counts(records: list[TestRecord]) -> dict[str, int]:
     """Metrics of one provider's rows: runner crash rows are `crashes`, not cases."""
     cases = [r for r in records if not r.name.endswith(" (runner)")]
-    by = {s: sum(1 for r in cases if r.status == s) for s in ("pass", "fail", "error",
-                                                               "skip", "xfail", "xpass")}
-    return {"cases": len(cases), "executed": len(cases) - by["skip"],
-            "passed": by["pass"] + by["xpass"], "skipped": by["skip"], "failed": by["fail"],
-            "errors": by["error"], "expected_failures": by["xfail"],
-            "unexpected_passes": by["xpass"],
+    by = {s: sum(1 for r in cases if r.status == s) for s in Status}
+    return {"cases": len(cases), "executed": sum(r.status in EXECUTED for r in cases),
+            # a case is never flaky here: retries come later, over the test's row
+            "passed": sum(r.status in PASSED for r in cases), "skipped": by[Status.SKIP],
+            "failed": by[Status.FAIL], "errors": by[Status.ERROR],
+            "expected_failures": by[Status.XFAIL], "unexpected_passes": by[Status.XPASS],
             "crashes": sum(1 for r in records if r.name.endswith(" (runner)"))}

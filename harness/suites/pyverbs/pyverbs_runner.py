@@ -35,10 +35,15 @@ import sys
 import threading
 import time
 import unittest
+from collections.abc import Sequence
 
 PREFIX = "@pyverbs "
 STDERR_TAIL = 30          # lines of a child's stderr kept in its exit event
 MESSAGE_LIMIT = 4000      # characters of a traceback kept per case
+# a case event's status: values of harness.results.model.Status (this file
+# runs in the guest on the standard library alone, so they are spelled here)
+PASS, FAIL, ERROR, SKIP, XFAIL = "pass", "fail", "error", "skip", "xfail"
+FAILED = frozenset({FAIL, ERROR})       # as model.FAILED: kept over a later outcome
 
 
 class EventWriter:
@@ -74,40 +79,40 @@ class StreamingResult(unittest.TestResult):
     def _set(self, test, status: str, message: str = "") -> None:
         old = self.outcome.get(test.id())
         # a failed subtest or a teardown error after a pass keeps the worse status
-        if old is None or old[0] in ("pass", "skip", "xfail"):
+        if old is None or old[0] not in FAILED:
             self.outcome[test.id()] = (status, message[-MESSAGE_LIMIT:])
         if test.id() not in self.started:      # an error holder: never started
             self._finish(test.id())
 
     def addSuccess(self, test):
         super().addSuccess(test)
-        self._set(test, "pass")
+        self._set(test, PASS)
 
     def addFailure(self, test, err):
         super().addFailure(test, err)
-        self._set(test, "fail", self._exc_info_to_string(err, test))
+        self._set(test, FAIL, self._exc_info_to_string(err, test))
 
     def addError(self, test, err):
         super().addError(test, err)
-        self._set(test, "error", self._exc_info_to_string(err, test))
+        self._set(test, ERROR, self._exc_info_to_string(err, test))
 
     def addSkip(self, test, reason):
         super().addSkip(test, reason)
-        self._set(test, "skip", str(reason))
+        self._set(test, SKIP, str(reason))
 
     def addExpectedFailure(self, test, err):
         super().addExpectedFailure(test, err)
-        self._set(test, "xfail", self._exc_info_to_string(err, test))
+        self._set(test, XFAIL, self._exc_info_to_string(err, test))
 
     def addUnexpectedSuccess(self, test):
         super().addUnexpectedSuccess(test)
-        self._set(test, "fail", "unexpected success (the case is marked expectedFailure)")
+        self._set(test, FAIL, "unexpected success (the case is marked expectedFailure)")
 
     def addSubTest(self, test, subtest, err):
         super().addSubTest(test, subtest, err)
         if err is not None:
             failed = issubclass(err[0], test.failureException)
-            self._set(test, "fail" if failed else "error",
+            self._set(test, FAIL if failed else ERROR,
                       f"{subtest.id()}: {self._exc_info_to_string(err, test)}")
 
     def stopTest(self, test):
@@ -125,14 +130,14 @@ class StreamingResult(unittest.TestResult):
             module, cls = type(case).__module__, type(case).__qualname__
             holder = next((h for h in holders if f"({module}.{cls})" in h), None) or \
                 next((h for h in holders if f"({module})" in h), None)
-            status, message = holders[holder] if holder else ("error", "")
+            status, message = holders[holder] if holder else (ERROR, "")
             self.outcome[case.id()] = (status, f"not run: {holder or 'no outcome'}: {message}"
                                        [:MESSAGE_LIMIT])
             self._finish(case.id())
 
     def _finish(self, case_id: str) -> None:
         began = self.started.get(case_id)
-        status, message = self.outcome.get(case_id, ("error", "the case reported no outcome"))
+        status, message = self.outcome.get(case_id, (ERROR, "the case reported no outcome"))
         self.emit("case", module=self.module, id=case_id, status=status, message=message,
                   seconds=round(time.monotonic() - began, 3) if began else 0.0)
         self.finished.append(case_id)
@@ -156,13 +161,13 @@ def _import_tests(tests_dir: str, dev: str, gid: int | None) -> None:
     import tests  # noqa: F401
 
 
-def wanted(case_id: str, patterns: list[str]) -> bool:
+def wanted(case_id: str, patterns: Sequence[str]) -> bool:
     return not patterns or any(case_id == p or fnmatch.fnmatchcase(case_id, p)
                                for p in patterns)
 
 
 def run_child(module: str, tests_dir: str, dev: str, gid: int | None,
-              patterns: list[str] = ()) -> int:
+              patterns: Sequence[str] = ()) -> int:
     emit = EventWriter(os.dup(1))
     os.dup2(2, 1)                 # the tests' own prints must not mix with events
     sys.stdout = sys.stderr

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.results.model import TestRecord
+from harness.results.model import FAILED, TestRecord
 from harness.suites.fabric import add_link, device_name, wait_active
 from harness.suites.pyverbs import pyverbs_runner
 from harness.suites.pyverbs.parse import counts, parse_report
@@ -109,7 +109,7 @@ def _batches(wanted: dict[str, tuple[str, ...]]) -> list[tuple[list[str], tuple[
 # rows "pyverbs[<provider>] tests...."; a provider no glob reaches is skipped in `link`
 @pytest.mark.subrows(f"{SPEC.name}[")
 @pytest.mark.parametrize("provider", list(PROVIDERS))
-def test_pyverbs(tree, link, provider, ctx, record_property):
+def test_pyverbs(tree, link, provider, ctx, record_property) -> None:
     node, directory, modules = tree
     record_property("node", node.name)
     record_property("provider", provider)
@@ -123,7 +123,7 @@ def test_pyverbs(tree, link, provider, ctx, record_property):
     numbers = counts(rows)
     for key, value in numbers.items():
         record_property(f"metric.{key}", float(value))
-    bad = [r for r in rows if r.status in ("fail", "error")]
+    bad = [r for r in rows if r.status in FAILED]
     if bad:
         pytest.fail(f"{len(bad)} of {len(rows)} pyverbs rows on {link.device} failed or "
                     f"errored ({numbers}): " + "; ".join(

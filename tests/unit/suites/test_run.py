@@ -111,7 +111,7 @@ Call Trace:
  <TASK>
  __do_sys_delete_module+0x1a0/0x2c0
  </TASK>
----[ end trace 0000000000000000 ]---"""
+---[ end trace 0000000000000000 ]---"""  # noqa: E501 (kernel output, verbatim)
 
 
 def test_the_modules_suite_checks_the_kernel_log_of_its_own_test_only(tmp_path):
