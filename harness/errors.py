@@ -7,6 +7,8 @@ mirror that cannot be reached the harness's (3).
 """
 from __future__ import annotations
 
+from typing import TypeGuard
+
 EXIT_PASS = 0
 EXIT_FAIL = 1
 EXIT_BAD_INPUT = 2
@@ -99,7 +101,7 @@ def disk_full(text: str) -> bool:
     return any(phrase in text for phrase in DISK_FULL_TEXT)
 
 
-def is_disk_full(exc: BaseException) -> bool:
+def is_disk_full(exc: BaseException) -> TypeGuard[OSError]:
     import errno
     return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
 

@@ -97,7 +97,7 @@ class Stages:
 class Kernel:
     """What the kernel stages produce."""
     tree: source.SourceTree          # at the top of the series
-    config: kconfig.ConfigReport
+    config: kconfig.ConfigReport | None  # None: devloop/reload.py's fast path (no kconfig)
     build: build.KernelBuild
     modules_order: str = ""          # the build's modules.order, for blame
     artifacts: dict[str, Path] = field(default_factory=dict)   # host-built selftests
@@ -205,9 +205,10 @@ def _series(run: Run, tree: source.SourceTree, objdir: Path) -> source.SourceTre
     work = (run.run_dir or logs) / "series"
     work.mkdir(exist_ok=True)
     # read once by preflight; a message-id is fetched now (b4, with the network)
-    known = run.resolved.series if run.resolved else ()
-    specs = [(known[i] if i < len(known) and known[i] is not None else
-              series.load(ref, work, logs / "series.log")) for i, ref in enumerate(plan.series)]
+    known: list[series.SeriesSpec | None] = list(run.resolved.series) if run.resolved else []
+    known += [None] * (len(plan.series) - len(known))
+    specs = [spec if spec is not None else series.load(ref, work, logs / "series.log")
+             for spec, ref in zip(known, plan.series)]
     if run.run_dir is not None:
         reproducer.save_series(run.run_dir, specs)
     run.result.series = [SeriesResult(s.name, s.origin, s.base, s.upstream) for s in specs]
@@ -243,6 +244,7 @@ def guest_image(run: Run) -> tuple[image.GuestImage, Path]:
     with run.stages("image") as info:
         recipe = run.resolved.recipe if run.resolved else image.load_recipe(run.plan.image)
         img = image.build_image(recipe, run.cache, run.logs / "image.log")
+        assert run.kernel is not None, "the image stage comes after the kernel stages"
         moddisk = modules_disk(run.kernel.build, run.cache, run.logs / "image.log")
         info.cached = img.cached
     return img, moddisk
@@ -263,6 +265,8 @@ def boot(run: Run, img: image.GuestImage, moddisk: Path) -> None:
     """Start every node (appended to run.nodes at once, so that a failure
     stops the ones already started) and wait for their SSH."""
     with run.stages("boot"):
+        assert run.kernel is not None, "the boot stage comes after the kernel stages"
+        assert run.run_dir is not None, "boot() runs inside a run (its nodes/ directory)"
         vm, kb, result = run.plan.vm, run.kernel.build, run.result
         uri = vm.libvirt_uri
         if vm.backend == "libvirt" and vm.hosts:
@@ -299,9 +303,10 @@ def boot(run: Run, img: image.GuestImage, moddisk: Path) -> None:
                                 for f in staged) + f" ({sent / 1e6:.1f} MB sent)")
         for spec in topology(vm):
             node_dir = run.run_dir / "nodes" / spec.name
-            node = (libvirt.LibvirtNode(spec, config, node_dir, uri, run.result.run_id,
-                                        staged, passthrough=vfio.for_node(devices, spec.index))
-                    if vm.backend == "libvirt" else QemuNode(spec, config, node_dir))
+            node: Node = (
+                libvirt.LibvirtNode(spec, config, node_dir, uri, run.result.run_id, staged,
+                                    passthrough=vfio.for_node(devices, spec.index))
+                if vm.backend == "libvirt" else QemuNode(spec, config, node_dir))
             run.nodes.append(node)
             node.start()
         for node in run.nodes:
@@ -340,6 +345,7 @@ def test(run: Run) -> None:
     with run.stages("test"):
         plan, result = run.plan, run.result
         done = SuitesDone()
+        assert run.kernel is not None, "the test stage comes after the kernel stages"
         try:
             run_suites(run, run.kernel, plan.suites, run.logs / "pytest.log",
                        lambda: run.result.crashes, done)
@@ -402,7 +408,8 @@ def suite_context(run: Run, kernel: Kernel, names: tuple[str, ...]) -> SuiteCont
                if run.resolved and set(names) <= set(run.resolved.expectations.by_suite)
                else expectations.load(names, plan.expectations))
     return SuiteContext(
-        nodes=[SuiteNode(n.name, n.session, n.spec.l2_ip, n.spec.l2_nic) for n in run.nodes],
+        nodes=[SuiteNode(n.name, n.connected(), n.spec.l2_ip, n.spec.l2_nic)
+               for n in run.nodes],
         kernel_release=kernel.build.release, modules=plan.modules or suites.DEFAULT_MODULES,
         waived=lambda c: waiver_for(plan, c.title, c.signature),
         module_cycles=plan.modules_cycles, perf_repeat=plan.perf.repeat,

@@ -165,11 +165,13 @@ def preflight(plan: Plan, workdir: Path, read: Read | None = None) -> Resolved:
                         "trixie-rdma-systemd)")
     # plans made in code (`harness series --tree --ref`) skip the loader's check
     check_working_tree(plan, str(plan.source_file))
-    if plan.kernel.source == "git" and plan.kernel.ref == WORKING_TREE:
-        working.check(plan.kernel.tree)    # a clean-for-O= git checkout, not bare
-    elif plan.kernel.source == "git":
-        source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree",
-                                 plan.kernel.ref)
+    if plan.kernel.source == "git":
+        assert plan.kernel.tree is not None, "the plan's check: a git source names its tree"
+        if plan.kernel.ref == WORKING_TREE:
+            working.check(plan.kernel.tree)    # a clean-for-O= git checkout, not bare
+        else:
+            source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree",
+                                     plan.kernel.ref)
     if plan.vm.backend == "qemu":
         from .vm.check import check_local
         check_local(plan.vm.machine, plan.vm.firmware, str(plan.source_file))

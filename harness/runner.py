@@ -106,7 +106,7 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
         try:
             _finish(state, keep)
             _index(state, history_db)
-            write_report(state.run_dir, state.result, history_db, state.progress.say)
+            write_report(run_dir, state.result, history_db, progress.say)
         finally:
             for sig, handler in old.items():
                 signal.signal(sig, handler)
@@ -161,6 +161,7 @@ def _fullest(paths: tuple[Path, ...]) -> Path:
 
 def stages(state: Run, test: bool = True) -> None:
     """Every stage of a run (`test=False`: up to the nodes answering SSH)."""
+    assert state.run_dir is not None, "the stages of a run, inside its run directory"
     state.logs.mkdir()
     check_run_path(state.run_dir.parent, "the runs directory")
     state.resolved = resolve.preflight(state.plan, state.run_dir / "series", state.series_read)
@@ -179,6 +180,7 @@ def _finish(state: Run, keep: Callable[[Run], bool] | None = None) -> None:
     """Stop the nodes (unless `keep` keeps them), read their consoles, decide
     and write the results."""
     result, plan = state.result, state.plan
+    assert state.run_dir is not None and state.progress is not None, "run() made both"
     attribution = pipeline.attribution(state)
     for node in state.nodes:
         if node.session is not None and node.alive():
@@ -224,6 +226,7 @@ def _finish(state: Run, keep: Callable[[Run], bool] | None = None) -> None:
 def _index(state: Run, db: Path) -> None:
     """The history is an index of the run directories: a run it cannot take
     is still a complete run (`harness history rebuild` adds it later)."""
+    assert state.run_dir is not None and state.progress is not None, "run() made both"
     try:
         note = history.record(db, state.result, state.run_dir)
     except (HarnessError, sqlite3.Error, OSError) as exc:

@@ -28,6 +28,7 @@ from . import build, kconfig, pipeline, selftests
 from .build import KernelBuild
 from .devloop import modules
 from .errors import HarnessError
+from .guest import Session
 from .pipeline import Interrupted, Kernel, Run
 from .plan import Plan, waiver_for
 from .progress import Progress
@@ -63,6 +64,7 @@ def top_tests(run: Run) -> PatchTests:
     """The top's record: the run's own rows and the crashes that count."""
     result = run.result
     seconds = sum(s.seconds for s in result.stages if s.name in ("boot", "test"))
+    assert run.kernel is not None, "the top was built and tested before"
     kb = run.kernel.build
     return counts(result.tests, PatchTests(
         "none", "the top of the series: the run's own boot and tests",
@@ -77,6 +79,7 @@ def test_each(run: Run) -> None:
     with run.stages("test-each") as info:
         _take_top_crashes(run)
         patches[-1].tests = top_tests(run)
+        assert run.kernel is not None, "test-each comes after the top's kernel stages"
         running = Running(run.kernel.build, "top")
         try:
             for patch in patches[:-1]:
@@ -148,6 +151,7 @@ def _kernel_at(run: Run, patch: PatchResult, names: tuple[str, ...]) -> Kernel:
     """The patch's commit checked out, configured and built (the build cache's
     entry when there is one), under the object directory's lock."""
     plan, cache = run.plan, run.cache
+    assert run.kernel is not None, "test-each comes after the top's kernel stages"
     top = run.kernel.tree
     # fresh=False: the tree was imported at the start of this run, not now (a
     # fresh tree makes objdir_for start the object directory again)
@@ -172,6 +176,7 @@ def _kernel_at(run: Run, patch: PatchResult, names: tuple[str, ...]) -> Kernel:
 
 
 def _back_to_top(run: Run) -> None:
+    assert run.kernel is not None, "test-each comes after the top's kernel stages"
     top = dataclasses.replace(run.kernel.tree, fresh=False)
     with pipeline.objdir_for(top, run.cache):
         checkout_base(top, run.logs / "patches" / "each-git.log")
@@ -186,7 +191,7 @@ def _bring(run: Run, running: Running, kernel: Kernel, label: str) -> modules.Ch
         change = modules.compare(running.build, new)
     if change.action == "modules":
         try:
-            _, order, _ = modules.put_in([n.session for n in run.nodes], change, new.release,
+            _, order, _ = modules.put_in(_sessions(run), change, new.release,
                                          run.plan.test_timeout)
             run.say(f"reloaded {', '.join(order) or 'no loaded module'} on "
                     f"{len(run.nodes)} node(s)")
@@ -198,6 +203,15 @@ def _bring(run: Run, running: Running, kernel: Kernel, label: str) -> modules.Ch
         pipeline.reboot(run, new, f"console-{running.label}.log")
     running.build, running.label, running.reboot = new, label, ""
     return change
+
+
+def _sessions(run: Run) -> list[Session]:
+    """The running nodes' SSH sessions (booted: their SSH answered)."""
+    sessions = []
+    for node in run.nodes:
+        assert node.session is not None, f"{node.name}: not connected"
+        sessions.append(node.session)
+    return sessions
 
 
 def _suites(run: Run, kernel: Kernel, names: tuple[str, ...],

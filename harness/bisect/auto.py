@@ -83,9 +83,12 @@ def after_run(plan: Plan, result: RunResult, runs_dir: Path, cache: Cache,
         rng = SeriesRange(step_plan, runs_dir / ".bisect-series")
         # a perf drop was measured against another run's baseline: the bisect
         # measures the top again against its own good end
-        seed = None if target.perf else search.Step(
-            result.kernel.series_top, len(rng.labels) - 1, search.BAD, runs=1, bad_runs=1,
-            run_dirs=[str(run_dir)], note=f"the run that failed: {why}")
+        seed: search.Step | None = None
+        if not target.perf:
+            top = result.kernel.series_top
+            assert top is not None, "a run with patches has the top of its series"
+            seed = search.Step(top, len(rng.labels) - 1, search.BAD, runs=1, bad_runs=1,
+                               run_dirs=[str(run_dir)], note=f"the run that failed: {why}")
         report = session.bisect(step_plan, rng, target, plan.bisect_repeat, runs_dir,
                                 cache, console, seed=seed)
     except HarnessError as exc:

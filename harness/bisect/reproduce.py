@@ -110,7 +110,8 @@ def _same_edits(plan: plan_mod.Plan, result: RunResult) -> None:
     if (head, now) != (result.kernel.commit, result.kernel.diff_hash):
         raise PlanError(
             f"the run built {tree} with uncommitted edits (HEAD "
-            f"{(result.kernel.commit or '')[:12]} + diff {result.kernel.diff_hash[:12]}); it "
+            f"{(result.kernel.commit or '')[:12]} + diff "
+            f"{(result.kernel.diff_hash or '')[:12]}); it "
             f"is now HEAD {head[:12]} + {f'diff {now[:12]}' if now else 'no edits'}: put "
             "those edits back to reproduce it", EXIT_BAD_INPUT)
 

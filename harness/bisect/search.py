@@ -89,10 +89,10 @@ def run(state: State, oracle: Callable[[int], Step],
                                      f"{end} ({got}): nothing to bisect", ends_ok=False)
     while True:
         lo, hi = bounds(state)
-        index = _next_candidate(state, lo, hi)
-        if index is None:
+        candidate = _next_candidate(state, lo, hi)
+        if candidate is None:
             break
-        state.steps.append(oracle(index))
+        state.steps.append(oracle(candidate))
         save(state)
     lo, hi = bounds(state)
     between = tuple(i for i in range(lo + 1, hi) if state.verdict_of(i) == SKIP)

@@ -10,6 +10,7 @@ import dataclasses
 import filecmp
 import json
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -121,11 +122,11 @@ def load_state(path: Path, labels: list[str]) -> search.State:
 
 
 def _report(state: search.State, outcome: search.Outcome | None, rng, target: Target,
-            cache: Cache | None = None) -> dict:
+            cache: Cache | None = None) -> dict[str, Any]:
     if target.perf:
         target = dataclasses.replace(target, reference=perf_reference(state))
-    report = {"range": state.commits, "target": dataclasses.asdict(target),
-              "steps": [dataclasses.asdict(s) for s in state.steps]}
+    report: dict[str, Any] = {"range": state.commits, "target": dataclasses.asdict(target),
+                              "steps": [dataclasses.asdict(s) for s in state.steps]}
     if outcome is None:
         return report
     report.update(message=outcome.message, ends_ok=outcome.ends_ok,

@@ -24,7 +24,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 from rich.console import Console
 
@@ -135,7 +135,7 @@ def narrow(plan: Plan, target: Target) -> Plan:
 
 
 def failed_run(run_dir: Path, target: Target, what: str,
-               overrides: list[str] = ()) -> tuple[Plan, RunResult, Target]:
+               overrides: Sequence[str] = ()) -> tuple[Plan, RunResult, Target]:
     """A run directory's plan as run, its results, and the target: `target`
     when given, else what failed there. `what` names the command's argument
     in messages."""
@@ -144,10 +144,11 @@ def failed_run(run_dir: Path, target: Target, what: str,
                         "plan.yaml)", EXIT_BAD_INPUT)
     result = RunResult.load(run_dir / "results.json")
     if not (target.test or target.crash or target.perf):
-        target = target_of(result)
-        if target is None:
+        found = target_of(result)
+        if found is None:
             raise PlanError(f"{what} {run_dir}: the run has no failed row and no crash: "
                             "nothing to do (give --test, --crash or --perf)", EXIT_BAD_INPUT)
+        target = found
     plan = plan_mod.load(run_dir / "plan.yaml", overrides, as_run=True)
     # the series as the run applied it: the bundle's copies outlive patches/
     bundled = reproducer.series_dirs(run_dir)
@@ -377,8 +378,8 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
                 raise KeyboardInterrupt(result.error)     # the user stops the bisect
             step.runs += 1
             step.run_dirs.append(str(runs_dir / result.run_id))
-            if result.kernel.series_top or result.kernel.commit:
-                step.commit = result.kernel.series_top or result.kernel.commit
+            if commit := result.kernel.series_top or result.kernel.commit:
+                step.commit = commit
             if target.perf:
                 value, why = perf_value(result, target)
                 say(f"  {rng.labels[index][:12]} run {attempt}/{repeat}: "

@@ -147,9 +147,8 @@ def _fast(state: Run, entry: registry.KeptRun, old: build.KernelBuild
             info.note = f"modules only: {', '.join(Path(t).stem for t in found.targets)}"
         order = (objdir / "modules.order").read_text() if (objdir / "modules.order").exists() \
             else ""
-    # no ConfigReport on this path (nothing reads it): pipeline.Kernel.config is
-    # not Optional yet
-    state.kernel = pipeline.Kernel(tree, None, old, order)  # type: ignore[arg-type]
+    # no ConfigReport on this path: the kconfig stage did not run
+    state.kernel = pipeline.Kernel(tree, None, old, order)
     # the nodes' kernel with these modules in: a key of its own for the history
     result.release = old.release
     result.build_key = digest(old.key, sorted((n, file_digest(p)) for n, p in built.items()))

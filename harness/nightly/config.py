@@ -31,7 +31,8 @@ from urllib.parse import urlsplit
 from .. import plan as plan_mod
 from ..errors import PlanError
 from ..inputs import check_name, load_yaml, not_option, quote
-from ..plan import PROJECT_ROOT, check_debian_source, from_mapping
+from ..debian_source import check_debian_source
+from ..plan import PROJECT_ROOT, from_mapping
 
 # what a git source's mirror is cloned from, besides an existing local path
 # and git's scp-like ssh form [user@]host:path (plain http: use https)

@@ -86,13 +86,13 @@ def reasons(result: RunResult) -> list[str]:
     # the same report on both nodes is one line
     crashed: dict[tuple, list[str]] = {}
     for crash in _counting(result):
-        patch = crash.suspected_patch.patch if crash.suspected_patch else None
-        key = (crash.kind, first_line(crash.title), crash.test, crash.stage, patch)
+        suspect = crash.suspected_patch.patch if crash.suspected_patch else None
+        key = (crash.kind, first_line(crash.title), crash.test, crash.stage, suspect)
         crashed.setdefault(key, []).append(clean(crash.node) or "?")
-    for (kind, title, test, stage, patch), nodes in list(crashed.items())[:CRASH_REASONS]:
+    for (kind, title, test, stage, suspect), nodes in list(crashed.items())[:CRASH_REASONS]:
         verb = "hung" if kind == "hang" else clean(kind)
         during = f" during {clean(test)}" if test else f" ({stage})"
-        blamed = f"; suspected: {_patch_name(result, patch)}" if patch else ""
+        blamed = f"; suspected: {_patch_name(result, suspect)}" if suspect else ""
         out.append(f"kernel {verb} on {', '.join(nodes)}: {title}{during}{blamed}")
     if len(crashed) > CRASH_REASONS:
         out.append(f"… and {len(crashed) - CRASH_REASONS} more crash(es) below")
@@ -215,13 +215,16 @@ def suites(tests: list[TestRecord]) -> list[SuiteView]:
         grouped.setdefault(test.suite, []).append(test)
     out = []
     for suite, rows in grouped.items():
-        def pick(*statuses: Status) -> list[RowView]:
-            return [_row(t) for t in rows if t.status in statuses]
         counts = [(s, n) for s in Status if (n := sum(t.status == s for t in rows))]
         # failures first, then what passed with a warning (flaky, xpass: worth a look)
-        out.append(SuiteView(clean(suite), counts, pick(*FAILED), pick(*WARNED),
-                             pick(Status.XFAIL), pick(Status.PASS), pick(Status.SKIP)))
+        out.append(SuiteView(clean(suite), counts, _pick(rows, *FAILED), _pick(rows, *WARNED),
+                             _pick(rows, Status.XFAIL), _pick(rows, Status.PASS),
+                             _pick(rows, Status.SKIP)))
     return sorted(out, key=lambda s: not s.failing)
+
+
+def _pick(rows: list[TestRecord], *statuses: Status) -> list[RowView]:
+    return [_row(t) for t in rows if t.status in statuses]
 
 
 def _crashes(result: RunResult) -> list[CrashView]:

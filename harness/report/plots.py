@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import re
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 import matplotlib.patches
@@ -18,14 +19,18 @@ from matplotlib.ticker import MaxNLocator
 from ..results.model import Status
 from .view import TREND_CATEGORIES, MetricTrend, StageView, Trend
 
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType     # matplotlib's stubs: the rc keys, as Literal
+
 # a status's colour (a stage's, a trend category's)
 _COLOR = {Status.PASS: "#3a9a4a", Status.FAIL: "#c8322f", Status.ERROR: "#c8322f",
           Status.SKIP: "#c4c4c4", Status.FLAKY: "#e89a1c", Status.XFAIL: "#8a7bc0",
           Status.XPASS: "#e89a1c"}
 _LINES = ("#1f5fa8", "#c8322f", "#3a9a4a", "#e89a1c", "#8a7bc0", "#4aa8b8", "#8c5a2b",
           "#d35fa0", "#555555", "#98a82e")
-_RC = {"svg.fonttype": "none", "text.parse_math": False, "font.size": 9,
-       "font.family": "DejaVu Sans", "axes.spines.top": False, "axes.spines.right": False}
+_RC: dict[RcKeyType, Any] = {
+    "svg.fonttype": "none", "text.parse_math": False, "font.size": 9,
+    "font.family": "DejaVu Sans", "axes.spines.top": False, "axes.spines.right": False}
 _PROLOGUE = re.compile(r"\A.*?(?=<svg[\s>])", re.S)
 _METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
 LABEL_CHARS = 48

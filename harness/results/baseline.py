@@ -87,7 +87,9 @@ def compare(current: dict[str, dict[str, float]], baseline: dict[str, dict[str, 
     for row, metrics in current.items():
         for metric, value in metrics.items():
             base = baseline.get(row, {}).get(metric)
-            worse = None if base is None else worse_percent(metric, value, base)
+            if base is None:
+                continue
+            worse = worse_percent(metric, value, base)
             if worse is None or worse <= threshold_percent:
                 continue
             change = (value - base) / base * 100

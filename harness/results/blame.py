@@ -97,7 +97,8 @@ def suspect(crash: CrashRecord, patches: list[Patch], tree: Path,
     return None
 
 
-def _verdict(hits: tuple[int, ...], how: str, evidence: str, patches: list[Patch]) -> SuspectedPatch:
+def _verdict(hits: tuple[int, ...], how: str, evidence: str,
+             patches: list[Patch]) -> SuspectedPatch:
     if len(hits) == 1:
         subject = next(p.subject for p in patches if p.index == hits[0])
         return SuspectedPatch(hits[0], hits, how, f"{evidence} (\"{subject}\")")

@@ -33,7 +33,7 @@ JsonObject = dict[str, JsonValue]
 
 def to_plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out = {}
+        out: dict[str, Any] = {}
         for f in dataclasses.fields(value):
             item = getattr(value, f.name)
             if item is None and f.metadata.get("omit_none"):
@@ -115,7 +115,7 @@ def from_plain(cls: type, data: Any) -> Any:
     DecodeError naming the key path when `data` does not fit."""
     if not isinstance(data, dict):
         raise _wrong("an object", data)
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     for f in _fields(cls):
         if f.name not in data:
             if f.required:
@@ -178,7 +178,7 @@ def _convert(hint: Any, raw: Any) -> Any:
         return converted
     if hint is Any:
         return raw
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return from_plain(hint, raw)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         try:
@@ -194,7 +194,8 @@ def _union(options: tuple[Any, ...], raw: Any) -> Any:
     if raw is None and optional:
         return None
     others = [o for o in options if o is not type(None)]
-    if optional and raw == {} and any(dataclasses.is_dataclass(o) and _has_required(o)
+    if optional and raw == {} and any(isinstance(o, type)
+                                      and dataclasses.is_dataclass(o) and _has_required(o)
                                       for o in others):
         return None          # an optional record written as {} (EMPTY, or an older run)
     first: DecodeError | None = None

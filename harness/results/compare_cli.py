@@ -7,6 +7,7 @@ import argparse
 from dataclasses import dataclass
 import json
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from rich.console import Console
 from rich.table import Table
@@ -23,8 +24,10 @@ from .safe import printable
 DEFAULT_RUNS_DIR = Path("runs")
 LIST_LIMIT = 25          # rows per long table (appeared, disappeared, kconfig); --json has all
 
+_Item = TypeVar("_Item")
 
-def add_parser(sub) -> None:
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "compare", help="what changed between two runs: new failures, fixes, crashes, "
                         "perf drops, .config and kernel/series differences",
@@ -96,7 +99,8 @@ def _candidates(runs_dir: Path, db: Path) -> list[_Candidate]:
             for d, run in read_runs(runs_dir) if isinstance(run, RunResult)]
 
 
-def _select(args: argparse.Namespace):
+def _select(args: argparse.Namespace
+            ) -> tuple[Path, RunResult, Path, RunResult, set[history.RowKey]]:
     if args.history is not None:        # read only: a foreign or damaged file is refused
         if not args.history.is_file():
             raise PlanError(f"--history {args.history}: no such file")
@@ -160,7 +164,8 @@ def _table(title: str, *columns: str) -> Table:
     return table
 
 
-def _limited(items: list, console: Console, table: Table, add) -> None:
+def _limited(items: list[_Item], console: Console, table: Table,
+             add: Callable[[_Item], None]) -> None:
     for item in items[:LIST_LIMIT]:
         add(item)
     console.print(table)
@@ -176,8 +181,8 @@ def _rows(title: str, rows: list[RowChange], console: Console, limit: bool = Fal
 
     def add(r: RowChange) -> None:
         status = f"{r.before or '-'} -> {r.now or '-'}"
-        table.add_row(printable(r.suite), printable(r.name), printable(r.provider), printable(r.node),
-                      printable(status), printable(r.message[:160]))
+        table.add_row(printable(r.suite), printable(r.name), printable(r.provider),
+                      printable(r.node), printable(status), printable(r.message[:160]))
     if limit:
         _limited(rows, console, table, add)
     else:

@@ -7,13 +7,17 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .. import detect
 from ..detect import markers
 from ..errors import HarnessError
 from . import blame
 from .model import CrashRecord, SeriesResult
+
+if TYPE_CHECKING:
+    from ..plan import Waiver
+    from ..vm.watchdog import Hang
 
 
 @dataclass(frozen=True)
@@ -22,7 +26,7 @@ class Attribution:
     patches: tuple[blame.Patch, ...] = ()
     tree: Path | None = None                 # the tree at the top of the series
     modules_order: str = ""                  # the build's modules.order
-    waiver: Callable[[str, str], object | None] = lambda title, signature: None
+    waiver: Callable[[str, str], Waiver | None] = lambda title, signature: None
 
     @staticmethod
     def patches_of(series: list[SeriesResult]) -> tuple[blame.Patch, ...]:
@@ -30,7 +34,7 @@ class Attribution:
                      for s in series for p in s.patches)
 
 
-def node_crashes(node: str, console: str, attribution: Attribution, hang=None,
+def node_crashes(node: str, console: str, attribution: Attribution, hang: Hang | None = None,
                  hang_line: int = 0) -> list[CrashRecord]:
     """The records of one node: every report on its console, then its hang."""
     spans = markers.TestSpans(console)

@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import HarnessError
-# the file's names, also history.DEFAULT_NAME, .SCHEMA_VERSION and .HistoryError
-from .history_db import (DEFAULT_NAME, SCHEMA_VERSION, HistoryError, reader, reset,
-                         transaction, writer)
+# the file's names; history.DEFAULT_NAME, .SCHEMA_VERSION and .HistoryError re-exported
+from .history_db import DEFAULT_NAME as DEFAULT_NAME
+from .history_db import SCHEMA_VERSION as SCHEMA_VERSION
+from .history_db import HistoryError as HistoryError
+from .history_db import reader, reset, transaction, writer
 from .model import EXECUTED, FAILED, RunResult, Status, read_runs
 
 RowKey = tuple[str, str, str, str]      # suite, name, provider, node
@@ -174,7 +176,7 @@ def tests(db: Path, plan: str | None = None, test: str | None = None,
     with reader(db) as conn:
         query = ("SELECT r.suite, r.name, r.provider, r.node, r.status, r.run_id "
                  "FROM rows r JOIN runs USING (run_id)")
-        args: tuple = ()
+        args: tuple[str, ...] = ()
         if plan:
             query, args = query + " WHERE runs.plan = ?", (plan,)
         query += " ORDER BY runs.started DESC, runs.run_id DESC"
@@ -222,7 +224,8 @@ class IndexedRun:
 def indexed_runs(db: Path, plan: str | None = None) -> list[IndexedRun]:
     """Every indexed run (of `plan`), oldest first; empty without a database."""
     with reader(db, missing_ok=True) as conn:
-        query, args = "SELECT run_id, plan, started, verdict FROM runs", ()
+        query = "SELECT run_id, plan, started, verdict FROM runs"
+        args: tuple[str, ...] = ()
         if plan is not None:
             query, args = query + " WHERE plan = ?", (plan,)
         found = [IndexedRun(r, p or "", s or "", v or "")
@@ -255,7 +258,7 @@ def row_metrics(db: Path, run_ids: list[str],
     marks = ",".join("?" * len(run_ids))
     query = (f"SELECT run_id, suite, name, metrics FROM rows WHERE run_id IN ({marks}) "
              "AND metrics IS NOT NULL")
-    args: tuple = tuple(run_ids)
+    args: tuple[str, ...] = tuple(run_ids)
     if suite is not None:
         query, args = query + " AND suite = ?", (*args, suite)
     with reader(db, missing_ok=True) as conn:

@@ -23,7 +23,7 @@ _MARK: dict[str, str] = {Status.PASS: "P", Status.FAIL: "F", Status.ERROR: "E",
                          Status.FLAKY: "~"}
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = sub.add_parser(
         "history", help="per test: its recent statuses, pass rate, current streak, flaky",
         description="Reads the runs' index (<runs-dir>/history.sqlite, filled at the end "
@@ -83,8 +83,8 @@ def _print(found: list[history.TestHistory], console: Console) -> None:
     for t in found:
         rate = "-" if t.pass_rate is None else f"{t.pass_rate:.0%}"
         status, count = t.streak
-        table.add_row(printable(t.suite), printable(t.name), printable(t.provider), printable(t.node),
-                      "".join(_MARK.get(s, "?") for s in t.statuses), rate,
+        table.add_row(printable(t.suite), printable(t.name), printable(t.provider),
+                      printable(t.node), "".join(_MARK.get(s, "?") for s in t.statuses), rate,
                       f"{status} x{count}", "[yellow]flaky" if t.flaky else "")
     console.print(table)
     flaky = sum(t.flaky for t in found)

@@ -360,7 +360,8 @@ class RunResult:
 
     @classmethod
     def from_dict(cls, data: JsonObject) -> RunResult:
-        return from_plain(cls, data)
+        result: RunResult = from_plain(cls, data)
+        return result
 
     @classmethod
     def load(cls, path: Path) -> RunResult:
@@ -383,7 +384,8 @@ def first_failure(tests: list[TestRecord]) -> TestRecord | None:
     failed = [t for t in tests if t.status in FAILED]
     cases = [t for t in failed if not t.name.startswith("test_")
              and any(p.suite == t.suite and p.name.startswith("test_") for p in failed)]
-    return (cases or failed or [None])[0]
+    chosen = cases or failed
+    return chosen[0] if chosen else None
 
 
 def run_order(run: RunResult) -> tuple[str, str]:

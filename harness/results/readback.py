@@ -33,7 +33,7 @@ def read_results(cls: type[T], path: Path) -> T:
     if "run_id" not in data:
         raise ResultsError(f"{path}: not a results.json (no run_id) ({remake(path)})")
     try:
-        result = from_plain(cls, data)
+        result: T = from_plain(cls, data)
     except DecodeError as exc:
         raise ResultsError(f"{path}: {exc.where or 'the top level'}: {exc.problem} "
                            f"({remake(path)})") from None
@@ -51,7 +51,8 @@ def remake(path: Path) -> str:
     except (HarnessError, OSError):      # none (a results.json alone), or damaged too
         plan = None
     if isinstance(plan, dict):
-        source = plan.get("source_file") if isinstance(plan.get("source_file"), str) else ""
+        given_source = plan.get("source_file")
+        source = given_source if isinstance(given_source, str) else ""
         given = plan.get("series")
         series = [s for s in given if isinstance(s, str)] if isinstance(given, list) else []
     if not source:

@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import proc
 from ..cache import write_atomic
@@ -24,12 +26,15 @@ from ..errors import ProcError
 from ..inputs import check_name
 from .model import RunResult
 
+if TYPE_CHECKING:
+    from ..series.apply import SeriesSpec
+
 _NUMBERED = re.compile(r"^\d{4}-")      # git format-patch's own number
 DIRECTORY = "reproducer"
 PATCHES = "patches"
 
 
-def save_series(run_dir: Path, specs) -> None:
+def save_series(run_dir: Path, specs: Iterable[SeriesSpec]) -> None:
     """Copies of the patch files, in the order they were applied."""
     top = run_dir / DIRECTORY / PATCHES
     for number, spec in enumerate(specs, 1):

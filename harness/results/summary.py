@@ -56,7 +56,8 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
     kernel = result.kernel
     console.print(
         f"kernel {printable(kernel.release or '?')} ({printable(kernel.source or '?')}), "
-        f"accel {printable(kernel.accel or '?')}; tests: " + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
+        f"accel {printable(kernel.accel or '?')}; tests: "
+        + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     if result.error:
         console.print(f"[bold red]error:[/] {printable(result.error)}")
     if result.bisect is not None:

@@ -10,6 +10,7 @@ the harness could not test (and nothing failed) makes it an error. A flaky row
 (`flaky_warnings`); a crash fails it whatever the retries did."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS
@@ -26,7 +27,7 @@ class Decision:
 
 def decide(error: str | None, exit_code: int, tests: list[TestRecord],
            crashes: list[CrashRecord], patches: list[PatchResult],
-           perf_regressions: list[WarningRecord] = ()) -> Decision:
+           perf_regressions: Sequence[WarningRecord] = ()) -> Decision:
     """`error`/`exit_code`: how the pipeline stopped (None/0 when it ran to
     the end); `perf_regressions`: the perf drops that count (the plan's
     perf.fail_on_regression), else none."""
@@ -45,11 +46,12 @@ def decide(error: str | None, exit_code: int, tests: list[TestRecord],
     tested_bad = [p for p in patches if p.tests is not None and p.tests.fails]
     if failed or crashed or unbuildable or perf_regressions or tested_bad:
         return Decision(Verdict.FAIL, EXIT_FAIL, None)
-    untested = [p for p in patches if p.tests is not None and p.tests.error]
+    untested = [(p.index, p.tests.error) for p in patches
+                if p.tests is not None and p.tests.error]
     if untested:
         return Decision(Verdict.ERROR, EXIT_INFRA, "; ".join(
-            f"patch {p.index} could not be tested: {p.tests.error.splitlines()[0]}"
-            for p in untested))
+            f"patch {index} could not be tested: {error.splitlines()[0]}"
+            for index, error in untested))
     return Decision(Verdict.PASS, EXIT_PASS, None)
 
 

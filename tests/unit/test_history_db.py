@@ -8,6 +8,7 @@ that makes it again); writers in WAL with a busy timeout, two processes
 writing at once."""
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import random
@@ -25,7 +26,7 @@ from harness.results import history, history_db
 from harness.results.model import RunResult
 from harness.results.writers import write_json
 
-from .test_results_history import DATA, PING, QUICK, runs_dir, variant
+from .test_results_history import DATA, QUICK, runs_dir, variant
 
 ROOT = Path(__file__).resolve().parents[2]
 FULL = RunResult.load(DATA / "full-every-suite.json")
@@ -91,7 +92,8 @@ def test_a_foreign_sqlite_file_is_refused_and_left_byte_for_byte(tmp_path, capsy
     theirs = foreign(tmp_path / "notes.sqlite", wal)
     before = state(tmp_path)
     for call in READERS.values():
-        refused(lambda: call(theirs), str(theirs), "not a harness history", "'notes'")
+        refused(functools.partial(call, theirs), str(theirs), "not a harness history",
+                "'notes'")
     assert history.run_index(theirs) == {}            # a hint only: none
     commands = [["history", "--db", str(theirs)],
                 ["history", "rebuild", "--runs-dir", str(runs), "--db", str(theirs)],
@@ -200,7 +202,8 @@ def test_a_damaged_file_is_refused_by_readers_and_writers_untouched(tmp_path, ca
     before = state(tmp_path)
     assert history_db.inspect(db).kind == history_db.DAMAGED
     for call in READERS.values():
-        refused(lambda: call(db), str(db), "damaged", "remove it", "history rebuild")
+        refused(functools.partial(call, db), str(db), "damaged", "remove it",
+                "history rebuild")
     refused(lambda: history.record(db, QUICK, runs / "a"), "damaged")
     refused(lambda: history.rebuild(db, runs), "damaged", "remove it")
     assert cli.main(["history", "--db", str(db)]) == EXIT_BAD_INPUT
@@ -214,7 +217,8 @@ def test_a_newer_index_is_refused_until_rebuilt(tmp_path, capsys):
     with_version(db, str(history_db.SCHEMA_VERSION + 1))
     before = state(tmp_path)
     for call in READERS.values():
-        refused(lambda: call(db), str(db), "schema version 2, newer", "history rebuild")
+        refused(functools.partial(call, db), str(db), "schema version 2, newer",
+                "history rebuild")
     refused(lambda: history.record(db, QUICK, runs / "a"), "newer")
     assert state(tmp_path) == before
     assert cli.main(["history", "rebuild", "--runs-dir", str(runs)]) == 0   # what it says
@@ -355,7 +359,7 @@ def test_two_processes_write_many_rows_at_once_and_every_row_is_there(tmp_path):
     seconds = time.monotonic() - start
     (tmp_path / "done").touch()
     reads, reader_err = reader.communicate(timeout=60)
-    for (out, err), w in zip(results, writers):
+    for (_out, err), w in zip(results, writers):
         assert w.returncode == 0 and "locked" not in err, err[-2000:]
     assert reader.returncode == 0, reader_err[-2000:]
     conn = sqlite3.connect(db)

@@ -169,7 +169,8 @@ def test_junit_stays_parseable_when_console_text_has_control_characters(tmp_path
     # serial consoles carry ANSI colours (systemd) and stray control bytes
     result = make_result()
     first = result.crashes[0]
-    result.crashes[0] = replace(first, excerpt=first.excerpt + f"\n[   15.0] {junk} Started ssh.service")
+    result.crashes[0] = replace(first,
+                                excerpt=first.excerpt + f"\n[   15.0] {junk} Started ssh.service")
     result.tests[1] = Record("modules", "test_load_unload[ionic_rdma]", "node1",
                                  "fail", 2.0, f"dmesg: {junk}")
     _, suites = junit(tmp_path, result)

@@ -415,3 +415,22 @@ def test_reproduce_builds_the_checkout_only_while_it_has_the_runs_edits(user):
     assert info.value.exit_code == EXIT_BAD_INPUT
     assert "put those edits back" in str(info.value)
     assert run.kernel.diff_hash[:12] in str(info.value)
+
+
+def test_reproduce_says_the_mismatch_when_the_run_recorded_no_diff_hash(user):
+    # a results.json without kernel.diff_hash (null, as its commit may be): the
+    # message says what differs, as for a missing commit, never a TypeError
+    from harness.bisect.reproduce import _same_edits
+    from harness.results.model import KernelInfo
+
+    (user / "drivers/rxe.c").write_text("int version = 2;\n")
+    plan = Plan(kernel=KernelSpec(source="git", tree=str(user), ref="working-tree"))
+    head = git(user, "rev-parse", "HEAD")
+    run = RunResult(run_id="r", plan="wt", kernel=KernelInfo(
+        commit=head, working_tree=True, diff_hash=None))
+    with pytest.raises(PlanError) as info:
+        _same_edits(plan, run)
+    assert info.value.exit_code == EXIT_BAD_INPUT
+    message = str(info.value)
+    assert f"(HEAD {head[:12]} + diff ); it is now HEAD {head[:12]} + diff " in message
+    assert "put those edits back" in message

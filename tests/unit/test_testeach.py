@@ -178,7 +178,8 @@ def test_a_failed_put_in_or_an_earlier_crash_reboots(tmp_path, monkeypatch):
     running = each.Running(kernel("top").build, "top")
     change = each._bring(run, running, kernel("p1"), "patch-1")
     assert change.action == "reboot" and "putting them in failed" in change.why
-    assert booted == [("p1", "console-top.log")]      # the console of the top's kernel is kept as such
+    # the console of the top's kernel is kept as such
+    assert booted == [("p1", "console-top.log")]
     running.reboot = "patch 1: a crash or hang"
     change = each._bring(run, running, kernel("p2"), "patch-2")
     assert change == modules.Change("reboot", "booted again after patch 1: a crash or hang")
