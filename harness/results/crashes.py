@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from .. import detect
 from ..detect import markers
@@ -17,7 +17,19 @@ from .model import CrashRecord, SeriesResult
 
 if TYPE_CHECKING:
     from ..plan import Waiver
-    from ..vm.watchdog import Hang
+
+
+class Hang(Protocol):
+    """What a hung node's record is made from (vm/watchdog.py's Hang gives
+    it: results takes the facts as data, not the stage's type)."""
+    @property
+    def reason(self) -> str: ...          # what the watchdog saw
+    @property
+    def dump(self) -> str: ...            # the console after the SysRq keys
+    @property
+    def vm_status(self) -> str: ...       # QEMU's run state
+    @property
+    def silent_seconds(self) -> float: ...   # since the last SSH answer
 
 
 @dataclass(frozen=True)

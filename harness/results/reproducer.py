@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol, Sequence
 
 from .. import proc
 from ..cache import write_atomic
@@ -26,8 +26,22 @@ from ..errors import ProcError
 from ..inputs import check_name
 from .model import RunResult
 
-if TYPE_CHECKING:
-    from ..series.apply import SeriesSpec
+
+
+class _Patch(Protocol):
+    @property
+    def path(self) -> Path: ...
+
+
+class SeriesSpec(Protocol):
+    """What is kept of a series read by series/apply.py (its SeriesSpec):
+    results takes it as data, not the stage's type."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def origin(self) -> str: ...
+    @property
+    def patches(self) -> Sequence[_Patch]: ...
 
 _NUMBERED = re.compile(r"^\d{4}-")      # git format-patch's own number
 DIRECTORY = "reproducer"
