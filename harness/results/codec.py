@@ -33,7 +33,7 @@ JsonObject = dict[str, JsonValue]
 
 def to_plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        out: dict[str, Any] = {}
+        out: JsonObject = {}
         for f in dataclasses.fields(value):
             item = getattr(value, f.name)
             if item is None and f.metadata.get("omit_none"):
@@ -115,7 +115,7 @@ def from_plain(cls: type, data: Any) -> Any:
     DecodeError naming the key path when `data` does not fit."""
     if not isinstance(data, dict):
         raise _wrong("an object", data)
-    kwargs: dict[str, Any] = {}
+    kwargs: dict[str, object] = {}   # the dataclass's fields, decoded
     for f in _fields(cls):
         if f.name not in data:
             if f.required:
