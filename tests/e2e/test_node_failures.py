@@ -99,11 +99,12 @@ def test_null_dereference_on_unload_fails_the_modules_suite_titled_and_blamed(tm
 def test_a_hung_guest_is_dumped_with_sysrq_killed_and_named(tmp_path):
     """patches/demo-hang-on-unload: rxe_module_exit spins forever with a
     spinlock held, so the one-CPU guest stops answering and printing. The
-    watchdog (vm.hang_timeout=60) takes SysRq dumps, kills the node, and the
-    run fails as a kernel hang in rxe_module_exit, blamed on the patch."""
+    watchdog (vm.hang_timeout=30, as in the SIGSTOP fault test) takes SysRq
+    dumps, kills the node, and the run fails as a kernel hang in
+    rxe_module_exit, blamed on the patch."""
     proc = subprocess.run(
         [*SERIES, "demo-hang-on-unload", "--no-per-patch", "--runs-dir", str(tmp_path),
-         "--set", "vm.nodes=1", "--set", "vm.hang_timeout=60"],
+         "--set", "vm.nodes=1", "--set", "vm.hang_timeout=30"],
         cwd=REPO, capture_output=True, text=True, timeout=3600)
     results = latest_results(tmp_path)
     assert proc.returncode == 1, results.get("error") or proc.stdout[-3000:]
@@ -112,7 +113,7 @@ def test_a_hung_guest_is_dumped_with_sysrq_killed_and_named(tmp_path):
     (crash,) = results["crashes"]
     assert crash["kind"] == "hang" and crash["vm_status"] == "running"
     assert crash["title"] == "hang in rxe_module_exit"
-    assert crash["silent_seconds"] >= 60
+    assert crash["silent_seconds"] >= 30
     assert "sysrq: Show backtrace of all active CPUs" in crash["excerpt"]
     assert crash["suspected_patch"]["patch"] == 1
     assert crash["test"] == "test_modules.py::test_load_unload[node1-rdma_rxe]"
