@@ -205,10 +205,8 @@ def _series(run: Run, tree: source.SourceTree, objdir: Path) -> source.SourceTre
     work = (run.run_dir or logs) / "series"
     work.mkdir(exist_ok=True)
     # read once by preflight; a message-id is fetched now (b4, with the network)
-    known: list[series.SeriesSpec | None] = list(run.resolved.series) if run.resolved else []
-    known += [None] * (len(plan.series) - len(known))
-    specs = [spec if spec is not None else series.load(ref, work, logs / "series.log")
-             for spec, ref in zip(known, plan.series)]
+    specs = [(run.resolved and run.resolved.series_spec(i))
+             or series.load(ref, work, logs / "series.log") for i, ref in enumerate(plan.series)]
     if run.run_dir is not None:
         reproducer.save_series(run.run_dir, specs)
     run.result.series = [SeriesResult(s.name, s.origin, s.base, s.upstream) for s in specs]

@@ -28,7 +28,6 @@ from . import build, kconfig, pipeline, selftests
 from .build import KernelBuild
 from .devloop import modules
 from .errors import HarnessError
-from .guest import Session
 from .pipeline import Interrupted, Kernel, Run
 from .plan import Plan, waiver_for
 from .progress import Progress
@@ -191,7 +190,7 @@ def _bring(run: Run, running: Running, kernel: Kernel, label: str) -> modules.Ch
         change = modules.compare(running.build, new)
     if change.action == "modules":
         try:
-            _, order, _ = modules.put_in(_sessions(run), change, new.release,
+            _, order, _ = modules.put_in([n.connected() for n in run.nodes], change, new.release,
                                          run.plan.test_timeout)
             run.say(f"reloaded {', '.join(order) or 'no loaded module'} on "
                     f"{len(run.nodes)} node(s)")
@@ -203,15 +202,6 @@ def _bring(run: Run, running: Running, kernel: Kernel, label: str) -> modules.Ch
         pipeline.reboot(run, new, f"console-{running.label}.log")
     running.build, running.label, running.reboot = new, label, ""
     return change
-
-
-def _sessions(run: Run) -> list[Session]:
-    """The running nodes' SSH sessions (booted: their SSH answered)."""
-    sessions = []
-    for node in run.nodes:
-        assert node.session is not None, f"{node.name}: not connected"
-        sessions.append(node.session)
-    return sessions
 
 
 def _suites(run: Run, kernel: Kernel, names: tuple[str, ...],

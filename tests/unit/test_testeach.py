@@ -137,6 +137,11 @@ def test_cli_test_each_and_each_suites():
 
 # --- bringing the nodes to a patch's kernel ---------------------------------------
 
+def node(session: str) -> SimpleNamespace:
+    """A running node as _bring sees it: its SSH session."""
+    return SimpleNamespace(session=session, connected=lambda: session)
+
+
 def fake_run(tmp_path: Path, nodes=()) -> SimpleNamespace:
     said: list[str] = []
     return SimpleNamespace(nodes=list(nodes), plan=plan_mod.load(None), said=said,
@@ -148,7 +153,7 @@ def kernel(key: str) -> SimpleNamespace:
 
 
 def test_only_changed_modules_are_put_into_the_running_nodes(tmp_path, monkeypatch):
-    run = fake_run(tmp_path, [SimpleNamespace(session="s1"), SimpleNamespace(session="s2")])
+    run = fake_run(tmp_path, [node("s1"), node("s2")])
     change = modules.Change("modules", "only modules changed: rdma_rxe",
                             (("kernel/rxe.ko", Path("/x/rxe.ko")),))
     monkeypatch.setattr(modules, "compare", lambda old, new: change)
@@ -164,7 +169,7 @@ def test_only_changed_modules_are_put_into_the_running_nodes(tmp_path, monkeypat
 
 
 def test_a_failed_put_in_or_an_earlier_crash_reboots(tmp_path, monkeypatch):
-    run = fake_run(tmp_path, [SimpleNamespace(session="s1")])
+    run = fake_run(tmp_path, [node("s1")])
     monkeypatch.setattr(modules, "compare", lambda old, new: modules.Change(
         "modules", "only modules changed: rdma_rxe", (("k/rxe.ko", Path("/x")),)))
 
