@@ -2,12 +2,18 @@
 by the `pyverbs` suite and run with the guest's python3; standard library only).
 
 Run as one process, the suite segfaults in libibverbs, sometimes before any
-summary, and some modules segfault at interpreter exit even alone. So the
-driver (default mode) runs one child python3 per test module; the child
-(`--child MODULE`) runs that module's cases with a TestResult that writes one
-event per finished case at once, so a crash loses nothing already done. The
-driver relays the child's events and adds one `exit` event per module with
-the child's return code (negative: the signal that killed it).
+summary, and some modules segfault at interpreter exit even alone. So every
+test module runs in a child process of its own, with a TestResult that writes
+one event per finished case at once, so a crash loses nothing already done.
+The driver (default mode) imports the `tests` package once and forks a child
+per module from that state: under TCG a fresh python3 that imports it again
+costs ~3 s per module, twice what the cases of most modules take. The child
+leaves with os._exit after its last event (no interpreter exit to crash in).
+When the driver cannot import the package, each module gets a fresh python3
+instead (`--child MODULE`), whose import error then lands in that module's
+exit event. The driver relays the children's events and adds one `exit`
+event per module with the child's return code (negative: the signal that
+killed it).
 
 `--case PATTERN` (repeatable) runs only the cases whose unittest id is the
 pattern or matches it as a glob (`tests.test_cq.CQTest.*`); a module with
@@ -34,8 +40,10 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import unittest
 from collections.abc import Sequence
+from typing import IO
 
 PREFIX = "@pyverbs "
 STDERR_TAIL = 30          # lines of a child's stderr kept in its exit event
@@ -168,10 +176,17 @@ def wanted(case_id: str, patterns: Sequence[str]) -> bool:
 
 def run_child(module: str, tests_dir: str, dev: str, gid: int | None,
               patterns: Sequence[str] = ()) -> int:
+    """`--child MODULE`: a fresh python3 that imports the package and runs one module."""
     emit = EventWriter(os.dup(1))
     os.dup2(2, 1)                 # the tests' own prints must not mix with events
     sys.stdout = sys.stderr
     _import_tests(tests_dir, dev, gid)
+    run_cases(module, patterns, emit)
+    return 0
+
+
+def run_cases(module: str, patterns: Sequence[str], emit: EventWriter) -> None:
+    """Run one module's (wanted) cases, the package already imported."""
     suite = unittest.defaultTestLoader.loadTestsFromName(f"tests.{module}")
     cases = _cases(suite)          # before run(): a suite drops its cases as it runs them
     if patterns:
@@ -184,7 +199,6 @@ def run_child(module: str, tests_dir: str, dev: str, gid: int | None,
     result.stopTestRun()
     result.report_unrun(cases)
     emit("done", module=module, cases=len(result.finished))
-    return 0
 
 
 def _relay(stream) -> None:
@@ -200,35 +214,108 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def run_module(module: str, args, emit: EventWriter) -> None:
-    """One child for `module`, in a process group of its own: a case may fork
-    (rdma_cm tests do), and what it leaves behind must neither hold the output
-    pipe open nor outlive the module."""
+def _fork_child(module: str, patterns: Sequence[str], out_fd: int, err_fd: int) -> int:
+    """Fork a child of this driver (the package imported) that runs `module`
+    in a session of its own; its pid. The child never returns."""
+    pid = os.fork()
+    if pid:
+        return pid
+    status = 1
+    try:
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(err_fd, 2)
+        os.dup2(err_fd, 1)            # the tests' own prints must not mix with events
+        sys.stdout = sys.stderr
+        run_cases(module, patterns, EventWriter(out_fd))
+        status = 0
+    except BaseException:             # noqa: B036 - the child must reach os._exit
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stderr.flush()
+        finally:
+            os._exit(status)
+    raise AssertionError("unreachable")
+
+
+def _wait(pid: int, timeout: float) -> tuple[int, bool]:
+    """(return code, timed out) of a forked child; past `timeout` its process
+    group is killed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status), False
+        if time.monotonic() > deadline:
+            _kill_group(pid)
+            return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), True
+        time.sleep(0.05)
+
+
+def run_module(module: str, args, emit: EventWriter, forked: bool) -> None:
+    """One child for `module` (forked from this driver, or a fresh python3),
+    in a process group of its own: a case may fork (rdma_cm tests do), and
+    what it leaves behind must neither hold the output pipe open nor outlive
+    the module."""
     started = time.monotonic()
+    with open(os.path.join(args.workdir, f"{module}.stderr"), "w+b") as err:
+        stream: IO[bytes]
+        if forked:
+            read_fd, write_fd = os.pipe()
+            pid = _fork_child(module, args.case, write_fd, err.fileno())
+            os.close(write_fd)
+            stream = os.fdopen(read_fd, "rb")
+        else:
+            child = _exec_child(module, args, err)
+            assert child.stdout is not None         # stdout=PIPE
+            pid, stream = child.pid, child.stdout
+        reader = threading.Thread(target=_relay, args=(stream,), daemon=True)
+        reader.start()
+        if forked:
+            returncode, timed_out = _wait(pid, args.module_timeout)
+        else:
+            try:
+                returncode, timed_out = child.wait(timeout=args.module_timeout), False
+            except subprocess.TimeoutExpired:
+                _kill_group(pid)
+                returncode, timed_out = child.wait(), True
+        reader.join(5)
+        _kill_group(pid)                      # strays; and they release the pipe
+        reader.join()
+        stream.close()
+        err.seek(0)
+        tail = err.read().decode(errors="replace").splitlines()[-STDERR_TAIL:]
+    emit("exit", module=module, returncode=returncode, timed_out=timed_out,
+         seconds=round(time.monotonic() - started, 3), stderr="\n".join(tail))
+
+
+def _exec_child(module: str, args, err) -> subprocess.Popen:
+    """A fresh python3 for `module` (`--child`), its stdout a pipe."""
     command = [sys.executable, os.path.abspath(__file__), "--child", module,
                "--tests", args.tests, "--dev", args.dev]
     if args.gid is not None:
         command += ["--gid", str(args.gid)]
     for pattern in args.case:
         command += ["--case", pattern]
-    with open(os.devnull, "rb") as devnull, \
-            open(os.path.join(args.workdir, f"{module}.stderr"), "w+b") as err:
-        child = subprocess.Popen(command, stdin=devnull, stdout=subprocess.PIPE, stderr=err,
-                                 cwd=args.workdir, start_new_session=True)
-        reader = threading.Thread(target=_relay, args=(child.stdout,), daemon=True)
-        reader.start()
-        try:
-            returncode, timed_out = child.wait(timeout=args.module_timeout), False
-        except subprocess.TimeoutExpired:
-            _kill_group(child.pid)
-            returncode, timed_out = child.wait(), True
-        reader.join(5)
-        _kill_group(child.pid)                # strays; and they release the pipe
-        reader.join()
-        err.seek(0)
-        tail = err.read().decode(errors="replace").splitlines()[-STDERR_TAIL:]
-    emit("exit", module=module, returncode=returncode, timed_out=timed_out,
-         seconds=round(time.monotonic() - started, 3), stderr="\n".join(tail))
+    with open(os.devnull, "rb") as devnull:
+        return subprocess.Popen(command, stdin=devnull, stdout=subprocess.PIPE, stderr=err,
+                                cwd=args.workdir, start_new_session=True)
+
+
+def import_once(args) -> bool:
+    """Import the package in the driver, for the forked children; False (and
+    the reason on stderr) when that fails: then every module gets a fresh
+    python3, and the import error lands in its own exit event."""
+    if not hasattr(os, "fork"):
+        return False
+    try:
+        _import_tests(args.tests, args.dev, args.gid)
+    except Exception:               # any import failure: the fallback
+        traceback.print_exc()
+        return False
+    return True
 
 
 def modules_in(tests_dir: str) -> list[str]:
@@ -246,6 +333,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--module-timeout", type=float, default=600)
     parser.add_argument("--case", action="append", default=[], metavar="PATTERN",
                         help="run only cases whose id is (or matches) this; repeatable")
+    parser.add_argument("--no-fork", action="store_true",
+                        help="a fresh python3 per module, not a fork of this one")
     parser.add_argument("modules", nargs="*", help="test modules (default: all test_*.py)")
     args = parser.parse_args(argv)
     args.tests = os.path.abspath(args.tests)
@@ -253,8 +342,9 @@ def main(argv: list[str]) -> int:
         return run_child(args.child, args.tests, args.dev, args.gid, args.case)
     emit = EventWriter(1)
     modules = args.modules or modules_in(args.tests)
+    forked = not args.no_fork and import_once(args)
     for module in modules:
-        run_module(module, args, emit)
+        run_module(module, args, emit, forked)
     emit("finished", modules=len(modules))
     return 0
 

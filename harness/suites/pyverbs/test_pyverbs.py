@@ -3,7 +3,8 @@ gzipped in /usr/share/doc/rdma-core/tests), single-node loopback on node1, once
 per soft provider: rxe0 (RoCE v2, the IPv4-mapped GID) and siw0 (iWARP).
 
 Run as one process the suite segfaults in libibverbs, so pyverbs_runner.py
-(copied into the guest) runs one python3 per test module and prints one JSON
+(copied into the guest) runs each test module in a child of its own (forked
+from a runner that imported the package once) and prints one JSON
 event per finished case at once: a crash keeps every case already done. Every
 case becomes its own row (`pyverbs[rxe] tests.test_qp.QPTest.test_...`,
 through ctx.add_record), a skip keeps its reason, and a crash of the runner is

@@ -229,3 +229,36 @@ def test_without_case_patterns_every_case_runs():
     assert pyverbs_runner.wanted("tests.x.Y.test_z", ["tests.x.Y.test_z"])
     assert pyverbs_runner.wanted("tests.x.Y.test_z", ["tests.x.*"])
     assert not pyverbs_runner.wanted("tests.x.Y.test_z", ["tests.x.Y.test_a", "tests.w.*"])
+
+
+def test_the_package_is_imported_once_and_every_module_forked_from_it(tests_dir):
+    """The driver imports `tests` once and forks a child per module; with
+    --no-fork every module's python3 imports it again. Same rows either way."""
+    imports = tests_dir.parent / "imports.log"
+    init = tests_dir / "__init__.py"
+    init.write_text(f"open({str(imports)!r}, 'a').write('x')\n" + init.read_text())
+    forked = run_runner(tests_dir, "test_outcomes", "test_config", "test_crash")
+    assert imports.read_text() == "x"
+    imports.unlink()
+    fresh = subprocess.run(
+        [sys.executable, str(RUNNER), "--tests", str(tests_dir), "--dev", "rxe0", "--gid", "1",
+         "--workdir", str(tests_dir.parent), "--no-fork", "test_outcomes", "test_config",
+         "test_crash"], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert imports.read_text() == "xxx"
+
+    def rows(text):
+        return {r.name: r.status for r in parse_report(text, "rxe", "node1")}
+    assert rows(forked) == rows(fresh) and len(rows(forked)) > 10
+    codes = [[e["returncode"] for e in events(t) if e["event"] == "exit"] for t in (forked, fresh)]
+    assert codes[0] == codes[1] == [0, 0, -signal.SIGSEGV]
+
+
+def test_a_package_that_does_not_import_fails_every_module_with_the_reason(tests_dir):
+    (tests_dir / "__init__.py").write_text("raise ImportError('libibverbs.so.1: cannot open')\n")
+    text = run_runner(tests_dir, "test_outcomes", "test_config")
+    exits = [e for e in events(text) if e["event"] == "exit"]
+    assert [e["module"] for e in exits] == ["test_outcomes", "test_config"]
+    for exit_event in exits:
+        assert exit_event["returncode"] == 1
+        assert "libibverbs.so.1: cannot open" in exit_event["stderr"]
+    assert [e["event"] for e in events(text)][-1] == "finished"
