@@ -106,6 +106,22 @@ def in_ci() -> bool:
     return os.environ.get("CI") == "true"
 
 
+@pytest.hookimpl(tryfirst=True)          # before xdist reads the marks
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`-n 2 --dist loadgroup`, as tox runs the slow
+    suites) a test file runs whole on one worker, so its module fixtures (a
+    first run, a booted pair) are made once. Files that share something
+    machine-wide name one `XDIST_GROUP` and run on one worker, one after the
+    other, in file order."""
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        module = getattr(item, "module", None)
+        group = getattr(module, "XDIST_GROUP", None) or item.nodeid.split("::")[0]
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+
 def pytest_configure(config):
     # the suites' own marker (harness/suites/pytest.ini): unit tests import their modules
     config.addinivalue_line("markers", "subrows(prefix): reports rows of its own")

@@ -180,7 +180,11 @@ def guest_run(client: paramiko.SSHClient, script: str, timeout: float = 120) -> 
     return out.read().decode(errors="replace") + err.read().decode(errors="replace")
 
 
+# the rows the running test gave (conftest.py moves them into its report)
+ROWS: list[str] = []
+
+
 def report(scenario: str, expected: str, observed: str, seconds: float) -> None:
-    """One row of the fault matrix in the test log (`pytest -s`), as the
-    table docs/measurements.md keeps."""
-    print(f"\nfault matrix | {scenario} | {expected} | {observed} | {seconds:.1f} |", flush=True)
+    """One row of the fault matrix, as the table docs/measurements.md keeps:
+    printed at the end of the session (conftest.py), also from xdist workers."""
+    ROWS.append(f"| {scenario} | {expected} | {observed} | {seconds:.1f} |")
