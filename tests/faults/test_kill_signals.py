@@ -22,10 +22,6 @@ import pytest
 from .realrun import (SHORT, Harness, descendants, gone_within, lock_is_free, make_series,
                       objdir_lock, pids, report)
 
-# one worker, this file before test_shared_cache.py (tests/conftest.py): that file
-# builds in the object directory the killed builds here leave
-XDIST_GROUP = "objdir"
-
 pytestmark = pytest.mark.usefixtures("built")     # conftest.py: the cold build
 
 CATCHABLE = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

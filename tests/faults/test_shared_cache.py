@@ -18,10 +18,6 @@ from harness.cache import Cache
 
 from .realrun import SHORT, Harness, make_series, module_of, report
 
-# one worker, this file before test_shared_cache.py (tests/conftest.py): that file
-# builds in the object directory the killed builds here leave
-XDIST_GROUP = "objdir"
-
 pytestmark = pytest.mark.usefixtures("built")     # conftest.py: the cold build
 
 

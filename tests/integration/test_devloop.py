@@ -18,10 +18,6 @@ import pytest
 
 from tests.conftest import REPO, qemu_pids
 
-# one worker for the files that use the system libvirtd, its pool and `harness gc`
-# (tests/conftest.py): a sweep or a pool listing must not meet another file's run
-XDIST_GROUP = "libvirt"
-
 HARNESS = [sys.executable, "-m", "harness"]
 QUICK = ["--set", "suites=[modules]", "--set", "modules=[rdma_rxe]",
          "--set", "modules_cycles=1"]

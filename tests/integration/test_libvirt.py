@@ -28,10 +28,6 @@ from harness.vm.node import BootConfig
 
 from ..conftest import QUICKSTART, REPO
 
-# one worker for the files that use the system libvirtd, its pool and `harness gc`
-# (tests/conftest.py): a sweep or a pool listing must not meet another file's run
-XDIST_GROUP = "libvirt"
-
 libvirt = pytest.importorskip("libvirt")
 HARNESS = [sys.executable, "-m", "harness"]
 SHORT = ["--set", "suites=[verbs-smoke]", "--set", "modules=[rdma_rxe]"]

@@ -22,10 +22,6 @@ from harness.vm.staging import POOL
 
 from ..conftest import QUICKSTART, REPO
 
-# one worker for the files that use the system libvirtd, its pool and `harness gc`
-# (tests/conftest.py): a sweep or a pool listing must not meet another file's run
-XDIST_GROUP = "libvirt"
-
 libvirt = pytest.importorskip("libvirt")
 HARNESS = [sys.executable, "-m", "harness"]
 SHORT = ["--set", "suites=[verbs-smoke]", "--set", "modules=[rdma_rxe]"]
