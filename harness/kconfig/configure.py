@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,13 @@ from ..cache import Cache, digest, file_digest
 from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, ConfigError
 from ..inputs import quote
 from .explain import Explanation, explain_missing
-from .fragments import Request, effective_requests, fragment_path, read_config
+from .renames import Rename, find_renames
+from .fragments import Request, effective_requests, fragment_path, read_config, write_chosen
 from .tool import KconfigDB, KconfigTool
 from ..plan import KconfigSpec
 from ..results.model import KconfigResult, MissingSymbol, RequestedSymbol, UnknownSymbol
 from ..source import SourceTree
+from ..source.tree import cached_trees, kernel_version
 
 # bump when the analysis stored with a cached config changes shape
 ANALYSIS_FORMAT = 2
@@ -40,6 +42,8 @@ class ConfigReport:
     cached: bool
     unknown: tuple[Request, ...] = ()         # symbols this tree's Kconfig does not define
     explanations: tuple[Explanation, ...] = ()   # one per missing request
+    renames: tuple[Rename, ...] = ()          # the successors found for unknown symbols
+    version: str = ""                         # the tree's kernel version, for messages
 
     @property
     def missing(self) -> list[tuple[Request, str]]:
@@ -76,21 +80,28 @@ def configure(tree: SourceTree, objdir: Path, spec: KconfigSpec, cache: Cache,
     objdir.mkdir(parents=True, exist_ok=True)
     if cached is None:
         with cache.lock("configs", key), cache.fill("configs", key) as scratch:
-            _make_config(tree.path, objdir, kind, base_file, fragments, log)
-            unknown, explanations = analyse(tree.path, objdir, requests, log)
+            requests = _make_config(tree.path, objdir, kind, base_file, fragments, log)
+            unknown, explanations, renames = analyse(tree.path, objdir, requests, log,
+                                                     cached_trees(cache))
             shutil.copy2(objdir / ".config", scratch / "config")
             (scratch / "analysis.json").write_text(json.dumps(
                 {"unknown": [asdict(r) for r in unknown],
-                 "explanations": [asdict(e) for e in explanations]}, indent=1))
+                 "explanations": [asdict(e) for e in explanations],
+                 "requests": [asdict(r) for r in requests],
+                 "renames": [asdict(r) for r in renames]}, indent=1))
         entry, was_cached = cache.entry("configs", key), False
     else:
         entry, was_cached = cached, True
         shutil.copyfile(entry / "config", objdir / ".config")
         stored = json.loads((entry / "analysis.json").read_text())
-        unknown = [Request(**r) for r in stored["unknown"]]
+        unknown = [Request(**_lists_as_tuples(r)) for r in stored["unknown"]]
         explanations = [Explanation(**_lists_as_tuples(e)) for e in stored["explanations"]]
-    return _report(entry / "config", spec.base, requests, was_cached, unknown, explanations,
-                   objdir / ".config")
+        if "requests" in stored:       # the names the tree took ("# or:")
+            requests = [Request(**_lists_as_tuples(r)) for r in stored["requests"]]
+        renames = [Rename(**r) for r in stored.get("renames", [])]
+    return replace(_report(entry / "config", spec.base, requests, was_cached, unknown,
+                           explanations, objdir / ".config"),
+                   renames=tuple(renames), version=tree.version)
 
 
 def _report(config: Path, base: str, requests: list[Request], cached: bool,
@@ -102,12 +113,19 @@ def _report(config: Path, base: str, requests: list[Request], cached: bool,
 
 
 def analyse(tree: Path, objdir: Path, requests: list[Request], log: Path,
-            ) -> tuple[list[Request], list[Explanation]]:
-    """Unknown symbols and explanations for the requests that did not stick,
-    from the tree's own Kconfig parser (about 4 s, once per new config)."""
+            others: list[Path] | tuple[Path, ...] = (),
+            ) -> tuple[list[Request], list[Explanation], list[Rename]]:
+    """Unknown symbols, explanations for the requests that did not stick, and
+    the successors of unknown symbols (looked for in the tree's history and
+    in `others`, other kernel trees), from the tree's own Kconfig parser
+    (about 4 s, once per new config)."""
     with KconfigTool(tree, objdir, log).open() as db:
-        return analyse_with(db, objdir / MERGED, read_config(objdir / ".config"), requests,
-                            objdir, log)
+        unknown, explanations = analyse_with(db, objdir / MERGED,
+                                             read_config(objdir / ".config"), requests,
+                                             objdir, log)
+        renames = find_renames(tree, [r.symbol for r in unknown], others, db.known) \
+            if unknown else []
+    return unknown, explanations, renames
 
 
 def analyse_with(db: KconfigDB, merged: Path, values: dict[str, str],
@@ -135,7 +153,9 @@ def _lists_as_tuples(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
-                 fragments: list[Path], log: Path) -> None:
+                 fragments: list[Path], log: Path) -> list[Request]:
+    """Base + fragments -> objdir/.config; the effective requests, each under
+    the name the tree took (a fragment's "# or:" names)."""
     tree, objdir = tree.resolve(), objdir.resolve()     # merge_config.sh runs in objdir
     # the tree's make and scripts, in the sandbox: writable only the objdir
     box = sandbox.for_tree(tree, write=[objdir], read=fragments, what="kconfig")
@@ -155,6 +175,18 @@ def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
         guest = tree / "kernel/configs/kvm_guest.config"
         if kind == "tinyconfig" and guest.exists():
             extra.append(guest)
+    requests = effective_requests(fragments)
+    if any(r.alternatives for r in requests):
+        # the tree's parser says which names it defines; it needs the
+        # Kconfig objects a `make *config` builds
+        if kind == "file":
+            make("olddefconfig")
+        with KconfigTool(tree, objdir, log).open() as db:
+            requests = effective_requests(fragments, db.read(objdir / ".config").known)
+        chosen = objdir / "harness-fragments"
+        chosen.mkdir(exist_ok=True)
+        fragments = [write_chosen(chosen / f"{i}-{p.name}", p, requests)
+                     for i, p in enumerate(fragments)]
     # run in the object directory: merge_config.sh writes its temporary
     # ./.tmp.config.* into the current directory (with -m it runs no make)
     merged = proc.run([tree / "scripts/kconfig/merge_config.sh", "-m", "-O", objdir,
@@ -165,22 +197,34 @@ def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
                           f"; see {log}", EXIT_INFRA)
     shutil.copyfile(objdir / ".config", objdir / MERGED)
     make("olddefconfig")
+    return requests
 
 
 def check(report: ConfigReport) -> None:
     """Fail before the build: unknown symbols are bad input (exit 2), symbols
     that did not stick are a kernel-configuration failure (exit 1)."""
     if report.unknown:
-        lines = [f"  {r.fragment}:{r.line}: CONFIG_{r.symbol} is not defined by this "
-                 f"tree's Kconfig" for r in report.unknown]
-        raise ConfigError(f"{len(report.unknown)} requested Kconfig symbol(s) unknown to "
-                          "this tree (misspelt, renamed or removed?):\n" + "\n".join(lines),
-                          EXIT_BAD_INPUT)
+        raise ConfigError(unknown_text(report), EXIT_BAD_INPUT)
     missing = report.missing
     if not missing:
         return
     raise ConfigError(f"{len(missing)} requested Kconfig symbol(s) did not stick after "
                       f"olddefconfig:\n" + explain_text(report), EXIT_FAIL)
+
+
+def unknown_text(report: ConfigReport) -> str:
+    """The unknown symbols, each with its successor when one was found."""
+    renamed = {r.symbol: r for r in report.renames}
+    lines = []
+    for r in report.unknown:
+        line = f"  {r.fragment}:{r.line}: CONFIG_{r.symbol} is not defined by this tree's Kconfig"
+        if r.symbol in renamed:
+            line += f"\n    {renamed[r.symbol].sentence(report.version)}"
+        lines.append(line)
+    plain = len(report.unknown) - len(renamed)
+    why = "renamed" if not plain else "misspelt, renamed or removed?"
+    return (f"{len(report.unknown)} requested Kconfig symbol(s) unknown to this tree "
+            f"({why}):\n" + "\n".join(lines))
 
 
 def explain_text(report: ConfigReport) -> str:
@@ -216,10 +260,18 @@ def summary(report: ConfigReport) -> KconfigResult:
         base=report.base,
         requested=[RequestedSymbol(r.symbol, r.want, got[r.symbol], r.where, r.why)
                    for r in report.requested],
-        unknown=[UnknownSymbol(r.symbol, r.where) for r in report.unknown],
+        unknown=[_unknown_entry(r, {n.symbol: n for n in report.renames}.get(r.symbol),
+                                report.version) for r in report.unknown],
         missing=[_missing_entry(r, g, by_symbol.get(r.symbol))
                  for r, g in report.missing if r not in report.unknown],
         fix=fix_lines(report))
+
+
+def _unknown_entry(request: Request, rename: Rename | None, version: str) -> UnknownSymbol:
+    if rename is None:
+        return UnknownSymbol(request.symbol, request.where)
+    return UnknownSymbol(request.symbol, request.where, rename.successor,
+                         rename.sentence(version))
 
 
 def _missing_entry(request: Request, got: str, exp: Explanation | None) -> MissingSymbol:
@@ -240,7 +292,9 @@ def check_tree(tree: Path, base: str, fragment_names: list[str], cache: Cache,
     with cache.lock("checkdirs", key):
         objdir = cache.entry("checkdirs", key)
         objdir.mkdir(parents=True, exist_ok=True)
-        _make_config(Path(tree), objdir, kind, base_file, fragments, log)
-        unknown, explanations = analyse(Path(tree), objdir, requests, log)
-        return _report(objdir / ".config", base, requests, False, unknown, explanations,
-                       objdir / ".config")
+        requests = _make_config(Path(tree), objdir, kind, base_file, fragments, log)
+        unknown, explanations, renames = analyse(Path(tree), objdir, requests, log,
+                                                 cached_trees(cache))
+        return replace(_report(objdir / ".config", base, requests, False, unknown,
+                               explanations, objdir / ".config"),
+                       renames=tuple(renames), version=kernel_version(Path(tree)))

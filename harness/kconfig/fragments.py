@@ -4,7 +4,7 @@ and the values a .config file holds (the text format: dotconfig.py)."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..dotconfig import NOT_SET, SETTING, diff, parse_config, read_config  # noqa: F401
@@ -16,6 +16,11 @@ KCONFIG_DIR = PROJECT_ROOT / "kconfigs"
 # a comment line "# override: <reason>" just above a setting: it may change a
 # value an earlier fragment set (otherwise two values for one symbol conflict)
 _OVERRIDE = re.compile(r"^#\s*override\b", re.IGNORECASE)
+# "# or: CONFIG_B [CONFIG_C ...] [(why)]" on the line just above a setting: the
+# same option under other names (a rename between kernel versions); the
+# first of the setting's own symbol, B, C... that the tree defines is set
+_OR = re.compile(r"^#\s*or:\s*(.*)$", re.IGNORECASE)
+_OR_NAME = re.compile(r"CONFIG_([A-Za-z0-9_]+)")
 
 
 @dataclass(frozen=True)
@@ -26,10 +31,17 @@ class Request:
     line: int
     why: str = ""        # the comment block above the line
     override: bool = False   # marked "# override: ..." (may change an earlier value)
+    alternatives: tuple[str, ...] = ()   # "# or:" names, without CONFIG_, in order
+    named: str = ""      # the symbol the line names, when an alternative replaced it
 
     @property
     def where(self) -> str:
         return f"{Path(self.fragment).name}:{self.line}"
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name this request may take, its own first."""
+        return (self.named or self.symbol, *self.alternatives)
 
 
 def fragment_path(name: str) -> Path:
@@ -46,6 +58,7 @@ def parse_fragment(path: Path) -> list[Request]:
     requests = []
     comments: list[str] = []      # the comment block above the current group
     after_setting = False
+    alternatives: tuple[str, ...] = ()    # an "# or:" line just above
     try:
         text = read_text(path, "kconfig fragment", error=ConfigError)
     except OSError as exc:
@@ -53,6 +66,9 @@ def parse_fragment(path: Path) -> list[Request]:
                           EXIT_BAD_INPUT) from None
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
+        if alternatives and not (SETTING.match(line) or NOT_SET.match(line)):
+            raise ConfigError(f"{path}:{number - 1}: an '# or:' line must stand just above "
+                              "the setting it names alternatives for", EXIT_BAD_INPUT)
         if not line:
             comments, after_setting = [], False
             continue
@@ -69,8 +85,13 @@ def parse_fragment(path: Path) -> list[Request]:
                 symbol, value = u.group(1)[7:], "n"
             why = " ".join(c for c in comments if not _OVERRIDE.match("#" + c))
             override = any(_OVERRIDE.match("#" + c) for c in comments)
-            requests.append(Request(symbol, value, str(path), number, why, override))
-            after_setting = True
+            requests.append(Request(symbol, value, str(path), number, why, override,
+                                    alternatives))
+            after_setting, alternatives = True, ()
+            continue
+        alt = _OR.match(line)
+        if alt:
+            alternatives = _alternatives(path, number, alt.group(1))
             continue
         if line.startswith("#"):
             if after_setting:     # a comment after settings starts the next group
@@ -82,13 +103,50 @@ def parse_fragment(path: Path) -> list[Request]:
     return requests
 
 
-def effective_requests(fragments: list[Path]) -> list[Request]:
+def _alternatives(path: Path, number: int, text: str) -> tuple[str, ...]:
+    names = _OR_NAME.findall(text.split("(", 1)[0])
+    if not names:
+        raise ConfigError(f"{path}:{number}: '# or:' names no symbol (expected "
+                          "'# or: CONFIG_OTHER_NAME', then the setting on the next line)",
+                          EXIT_BAD_INPUT)
+    return tuple(names)
+
+
+def choose(requests: list[Request], defined) -> list[Request]:
+    """Each request under the first of its names `defined(name)` is true for
+    (the tree's Kconfig defines it); a request none of whose names is defined
+    stays as written, and the unknown-symbol check names it."""
+    chosen = []
+    for request in requests:
+        name = next((n for n in request.names if defined(n)), request.names[0])
+        if name != request.symbol:
+            request = replace(request, symbol=name, named=request.names[0])
+        chosen.append(request)
+    return chosen
+
+
+def write_chosen(path: Path, source: Path, requests: list[Request]) -> Path:
+    """`source` with every line of a request that took another name rewritten
+    (comments and the rest kept): the fragment merge_config.sh gets."""
+    moved = {r.line: r for r in requests if r.fragment == str(source) and r.named}
+    lines = read_text(source, "kconfig fragment", error=ConfigError).splitlines()
+    for number, request in moved.items():
+        lines[number - 1] = re.sub(rf"\bCONFIG_{request.named}\b", f"CONFIG_{request.symbol}",
+                                   lines[number - 1], count=1)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def effective_requests(fragments: list[Path], defined=None) -> list[Request]:
     """One request per symbol. Two different values for one symbol are a
     conflict (exit 2, both fragment:line) unless the later line is marked
-    `# override: <reason>`; then the later value wins."""
+    `# override: <reason>`; then the later value wins. With `defined` (is a
+    name defined by the tree's Kconfig?), a request with "# or:" names
+    takes the first the tree defines (choose) before that."""
     last: dict[str, Request] = {}
     for path in fragments:
-        for request in parse_fragment(path):
+        parsed = parse_fragment(path)
+        for request in (choose(parsed, defined) if defined else parsed):
             earlier = last.pop(request.symbol, None)
             if earlier and earlier.want != request.want and not request.override:
                 raise ConfigError(

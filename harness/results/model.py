@@ -217,6 +217,9 @@ class RequestedSymbol:
 class UnknownSymbol:
     symbol: str
     fragment: str
+    # the symbol of this tree that took its place (same prompt or help), when found
+    successor: str | None = field(default=None, metadata=OMIT)
+    hint: str | None = field(default=None, metadata=OMIT)    # the sentence saying so
 
 
 @dataclass(frozen=True)

@@ -154,6 +154,14 @@ def _from_debian(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
                       f"debian {offer.package} {offer.version} ({offer.suite})", fresh)
 
 
+def cached_trees(cache: Cache) -> list[Path]:
+    """The kernel trees this cache holds (Debian imports, git checkouts),
+    the most recently used first: where a symbol another tree lost may still
+    be defined (kconfig.renames)."""
+    trees = [p for p in (cache.root / "source").glob("*/tree") if (p / "Makefile").is_file()]
+    return sorted(trees, key=lambda p: p.stat().st_mtime, reverse=True)
+
+
 def _damaged_tree(entry: Path) -> str | None:
     """What is wrong with a source entry, or None. Its git checkout moves
     with every series (no file manifest can hold): the repository must still
