@@ -10,7 +10,8 @@ directory is warm), `harness boot`, then one-line edits and `harness reload`:
   with the new kernel, its message on the new console.
 
 The edited files are put back afterwards (the next build there rebuilds
-them incrementally)."""
+them incrementally). Every other run checks that tree out: this test runs
+alone (tox.ini runs it after the two-worker session)."""
 from __future__ import annotations
 
 import json

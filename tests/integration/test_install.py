@@ -3,6 +3,7 @@ harness reads at run time: plans, kconfig fragments, patch series, image
 recipes, the suites' data and known failures, the Kconfig dump tool's source."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -25,7 +26,8 @@ def test_a_fresh_install_runs_series_check_up_to_the_kernel_tree(tmp_path):
     run = subprocess.run([str(venv / "bin" / "harness"), "series", "check", "demo-broken",
                           "--no-per-patch", "--tree", str(missing), "--runs-dir",
                           str(tmp_path / "runs"), "--set", "suites=[modules,verbs,pyverbs]"],
-                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300,
+                         env={**os.environ, "COLUMNS": "400"})   # no wrapped path
     out = run.stdout + run.stderr
     assert run.returncode == 2, out
     assert f"{missing}: no such directory" in out.replace("\n", "")
