@@ -11,9 +11,11 @@ import sys
 
 from ..conftest import REPO
 
+# test_timeout: a pingpong takes ~10 s here; once (CI on two workers) a step's
+# client hung for the whole default 900 s and called a good step bad
 BISECT = [sys.executable, "-m", "harness", "bisect", "--series", "demo-broken",
           "--test", "test_pingpong[ibv_rc_pingpong]", "--repeat", "1",
-          "--set", "suites=[verbs-smoke]"]
+          "--set", "suites=[verbs-smoke]", "--set", "test_timeout=300"]
 
 
 def test_the_patch_that_breaks_the_pingpong_is_found_and_a_rerun_resumes(tmp_path):
