@@ -128,13 +128,18 @@ class Run:
             self.progress.say(text)
 
 
+def tree_lock(tree: source.SourceTree, cache: Cache):
+    """The lock a run holds while it checks the tree out, configures and
+    builds it (with its object directory): whoever reads the checkout takes it."""
+    return cache.lock("objdirs", digest(str(tree.path)))
+
+
 @contextlib.contextmanager
 def objdir_for(tree: source.SourceTree, cache: Cache):
     """The tree's object directory (kept for incremental builds), locked: one
     kconfig+build at a time writes it."""
-    key = digest(str(tree.path))
-    with cache.lock("objdirs", key):
-        objdir = cache.entry("objdirs", key)
+    with tree_lock(tree, cache):
+        objdir = cache.entry("objdirs", digest(str(tree.path)))
         if tree.fresh and objdir.exists():
             # the tree was imported again under it: files put back to older
             # contents keep older mtimes than objects built from newer ones,

@@ -46,6 +46,11 @@ class ConfigReport:
     version: str = ""                         # the tree's kernel version, for messages
 
     @property
+    def renamed(self) -> dict[str, Rename]:
+        """The renames by the unknown symbol they explain."""
+        return {r.symbol: r for r in self.renames}
+
+    @property
     def missing(self) -> list[tuple[Request, str]]:
         got = dict(self.actual)
         return [(r, got.get(r.symbol, "n")) for r in self.requested
@@ -214,7 +219,7 @@ def check(report: ConfigReport) -> None:
 
 def unknown_text(report: ConfigReport) -> str:
     """The unknown symbols, each with its successor when one was found."""
-    renamed = {r.symbol: r for r in report.renames}
+    renamed = report.renamed
     lines = []
     for r in report.unknown:
         line = f"  {r.fragment}:{r.line}: CONFIG_{r.symbol} is not defined by this tree's Kconfig"
@@ -260,8 +265,8 @@ def summary(report: ConfigReport) -> KconfigResult:
         base=report.base,
         requested=[RequestedSymbol(r.symbol, r.want, got[r.symbol], r.where, r.why)
                    for r in report.requested],
-        unknown=[_unknown_entry(r, {n.symbol: n for n in report.renames}.get(r.symbol),
-                                report.version) for r in report.unknown],
+        unknown=[_unknown_entry(r, report.renamed.get(r.symbol), report.version)
+                 for r in report.unknown],
         missing=[_missing_entry(r, g, by_symbol.get(r.symbol))
                  for r, g in report.missing if r not in report.unknown],
         fix=fix_lines(report))

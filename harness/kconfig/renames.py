@@ -2,16 +2,18 @@
 this tree that carries its prompt, else its help text, found from where the
 old symbol is still defined (the tree's own git history, else another kernel
 tree the cache holds, e.g. the previous Debian version). Read from the
-Kconfig files' text with `git grep` and `git show`; the kconfig stage
+Kconfig files' text with `git grep` and `git show` (source.tree.git: its
+clean environment); the kconfig stage
 checks the successor with the tree's own parser before it says so."""
 from __future__ import annotations
 
 import difflib
 import re
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..source.tree import git
 
 _BLOCK_START = re.compile(r"^\s*(?:menu)?config\s+([A-Za-z0-9_]+)\s*$")
 _BLOCK_END = re.compile(r"^\s*(?:(?:menu)?config|choice|endchoice|menu|endmenu|if|endif|"
@@ -77,9 +79,9 @@ def parse_block(lines: list[str], start: int, at: str) -> Definition:
 
 
 def _git(tree: Path, *args: str, timeout: float = 60) -> str:
-    done = subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True,
-                          timeout=timeout, errors="replace")
-    return done.stdout if done.returncode == 0 else ""
+    """git's output, "" when it fails (not a git tree, no such revision)."""
+    done = git(list(args), tree, check=False, timeout=timeout)
+    return done.stdout if done.ok else ""
 
 
 def _grep(tree: Path, pattern: str, fixed: bool = False, rev: str = "") -> list[tuple[str, int]]:

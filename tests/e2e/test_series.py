@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cache import Cache, digest
+from harness import pipeline
+from harness.cache import Cache
 
 from ..conftest import REPO
 
@@ -24,7 +25,7 @@ def settled(tree):
     """The tree under its build lock (as the harness takes it: no run changes
     its checkout meanwhile): (git status --porcelain, the subjects of the
     commits on HEAD since the import)."""
-    with Cache().lock("objdirs", digest(str(tree.path))):
+    with pipeline.tree_lock(tree, Cache()):
         status = subprocess.run(["git", "status", "--porcelain"], cwd=tree.path,
                                 capture_output=True, text=True).stdout
         subjects = subprocess.run(["git", "log", "--format=%s", f"{tree.commit}..HEAD"],

@@ -32,28 +32,13 @@ config SYSCTL_OLDNAME
 endmenu
 """
 
-NEW = """\
-menu "File systems"
-config PROC_FS
-\tbool "/proc file system support" if EXPERT
-\tdefault y
-
-config SYSCTL
-\tbool "Sysctl support (/proc/sys)" if EXPERT
-\tdepends on PROC_FS
-\tdefault y
-\thelp
-\t  The sysctl interface provides a means of dynamically changing
-\t  certain kernel parameters and variables on the fly without requiring
-\t  a recompile of the kernel or reboot of the system.
-
-config WIDGET_STATS
-\tbool "Widget statistics"
-\thelp
-\t  Lets the kernel count the frobnications of every widget it
-\t  drives, for the statistics file.
-endmenu
-"""
+# the next version: PROC_SYSCTL renamed SYSCTL (same prompt, no select of
+# itself), SYSCTL_OLDNAME renamed WIDGET_STATS with a new prompt and its help
+# text wrapped anew
+NEW = (OLD.replace("config PROC_SYSCTL", "config SYSCTL").replace("\tselect SYSCTL\n", "")
+       .replace('config SYSCTL_OLDNAME\n\tbool "Old knob"',
+                'config WIDGET_STATS\n\tbool "Widget statistics"')
+       .replace("widget it drives,\n\t  for", "widget it\n\t  drives, for"))
 
 
 def git_tree(path: Path, *versions: str) -> Path:
