@@ -32,7 +32,10 @@ def run(tmp_path: Path, *sets: str) -> tuple[int, dict]:
 
 
 def test_hmm_kselftest_rdma_p2pdma_and_perf(tmp_path):
-    _, results = run(tmp_path, "suites=[hmm,kselftest-rdma,p2pdma,perf]")
+    # rxe under TCG on a loaded host once failed ib_send_bw mid-run (the
+    # responder's "malformed WQE", REM_OP_ERR at the client): a row that fails
+    # once and then passes is `flaky`, a warning the run still reports
+    _, results = run(tmp_path, "suites=[hmm,kselftest-rdma,p2pdma,perf]", "retries=1")
     rows = collections.Counter((t["suite"], t["status"]) for t in results["tests"])
     # hmm-tests: every TEST_F a row; the 38 device-coherent variants skip
     assert rows[("hmm", "pass")] >= 30 and rows[("hmm", "fail")] == 0
@@ -50,6 +53,10 @@ def test_hmm_kselftest_rdma_p2pdma_and_perf(tmp_path):
     assert any("throughput_mbit_s" in t["metrics"] for t in perf)
     assert any(t["metrics"].get("throughput_mbit_s", 0) > 0 and "iperf3" in t["name"]
                for t in perf)
+    assert all(t["status"] == "pass" or (t["status"] == "flaky" and "passed on retry" in
+                                         t["message"]) for t in perf), perf
+    flaky = [t["name"] for t in results["tests"] if t["status"] == "flaky"]
+    assert all(name in " ".join(w["message"] for w in results["warnings"]) for name in flaky)
     assert "selftests" in [s["name"] for s in results["stages"]]
 
 

@@ -117,14 +117,41 @@ def _state(pid: int) -> str:
         return "Z"
 
 
-def lock_is_free(path: Path) -> bool:
-    with open(path, "a") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        fcntl.flock(f, fcntl.LOCK_UN)
-        return True
+def lock_holder(path: Path, settle: float = 2.0) -> int | None:
+    """The pid holding the advisory lock at `path` (which the holder writes
+    into the file when it takes it), None when the lock is free. A lock just
+    taken may still be blank for a moment: read again for up to `settle` s."""
+    deadline = time.monotonic() + settle
+    while True:
+        with open(path, "a+") as f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                f.seek(0)
+                words = f.read().split()
+            else:
+                fcntl.flock(f, fcntl.LOCK_UN)
+                return None
+        if len(words) > 1 and words[0] == "pid" and words[1].isdigit():
+            return int(words[1])
+        if time.monotonic() > deadline:
+            return -1               # held, and nobody wrote their name
+        time.sleep(0.1)
+
+
+def lock_left_by(path: Path, pids: set[int]) -> str:
+    """Why the lock at `path` is still held by one of `pids` (a run that was
+    stopped, its children), or by a process that is gone or unnamed; "" when
+    it is free or held by another live process (a run on the other pytest
+    worker takes the same tree's lock)."""
+    holder = lock_holder(path)
+    if holder is None:
+        return ""
+    if holder in pids:
+        return f"{path} still held by pid {holder}, one of the stopped run's"
+    if holder < 0 or not Path(f"/proc/{holder}").exists():
+        return f"{path} held, its named holder {holder} not alive"
+    return ""
 
 
 def objdir_lock(tree: Path) -> Path:

@@ -19,7 +19,7 @@ import time
 
 import pytest
 
-from .realrun import (SHORT, Harness, descendants, gone_within, lock_is_free, make_series,
+from .realrun import (SHORT, Harness, descendants, gone_within, lock_left_by, make_series,
                       objdir_lock, pids, report)
 
 pytestmark = pytest.mark.usefixtures("built")     # conftest.py: the cold build
@@ -71,11 +71,13 @@ def test_a_signal_during_the_build(sig, kernel_tree, tmp_path):
     left = gone_within(builders, 20)
     seconds = time.monotonic() - start
     assert not left, f"outlived the harness: {sorted(left)}"
-    assert lock_is_free(objdir_lock(kernel_tree.path))
+    stuck = lock_left_by(objdir_lock(kernel_tree.path), {harness.proc.pid, *builders})
+    assert not stuck, stuck
     _interrupted(harness, sig, code, "build")
     assert seconds < 60
     report(f"{sig.name} during the build", _expected(sig),
-           f"exit {code}, {len(builders)} build processes gone, objdir lock free", seconds)
+           f"exit {code}, {len(builders)} build processes gone, objdir lock not the run's",
+           seconds)
 
 
 @pytest.mark.parametrize("sig", ALL, ids=lambda s: s.name)
