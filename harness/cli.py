@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import plan as plan_mod
+from . import overrides, plan as plan_mod
 from .errors import HarnessError
 from .inputs import arg_type, check_run_path, dashed_values
 from .progress import make_console
@@ -219,7 +219,9 @@ def _run_command(args: argparse.Namespace, console, scratch: Path) -> int:
     from .runner import run
     read = None
     try:
-        plan = plan_mod.load(args.plan, args.overrides)
+        plan = plan_mod.load(args.plan, overrides.combined(args.overrides))
+        if overrides.notice():
+            console.print(printable(overrides.notice()))
         choices = choices_of(args)
         if choices.command == "series":
             resolve.check_choices(plan, choices)    # before any series is read

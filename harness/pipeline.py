@@ -154,6 +154,11 @@ def kernel(run: Run) -> Kernel:
     with run.stages("source"):
         run.source_time = time.time()
         tree = source.prepare(plan.kernel, cache, logs / "source.log")
+        spec = plan.kernel
+        if spec.source == "debian" and any(c in spec.debian_package + spec.debian_version
+                                           for c in "*?["):
+            run.say(f"took {tree.origin}: the newest of {spec.debian_package} "
+                    f"{spec.debian_version} offered (pin kernel.debian_version to keep it)")
         if tree.working_tree:
             run.source_dirty = tuple(sorted(source.dirty(tree.path)))
         result.kernel.source, result.kernel.commit = tree.origin, tree.commit

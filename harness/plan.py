@@ -33,9 +33,10 @@ PROJECT_ROOT = Path(__file__).resolve().parent / "_data"
 class KernelSpec:
     # debian: Debian's linux-source package; git: a local tree at a ref
     source: str = "debian"
-    debian_package: str = "linux-source-7.2"
+    # a package name, or a glob of names: the newest version of any of them
+    debian_package: str = "linux-source-7.*"
     # an exact Debian version, or a glob: the newest offered version matching it
-    debian_version: str = "7.2.*"
+    debian_version: str = "*"
     debian_suites: tuple[str, ...] = ("sid", "trixie-backports")
     tree: str | None = None
     # a branch, tag or commit of `tree`; or "working-tree": the checkout as it

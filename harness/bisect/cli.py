@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import plan as plan_mod
+from .. import overrides, plan as plan_mod
 from ..cache import Cache
 from ..errors import (EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError,
                       PlanError)
@@ -64,6 +64,8 @@ def bisect_command(args: argparse.Namespace, console: Console) -> int:
     try:
         plan, rng, target = _setup(args)
         cache = Cache(args.cache_dir)
+        if overrides.notice() and not getattr(args, "from_run", None):
+            console.print(printable(overrides.notice()))
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code
@@ -92,7 +94,7 @@ def _setup(args) -> tuple[plan_mod.Plan, SeriesRange | GitRange, Target]:
     if args.from_run:
         plan, _, target = failed_run(args.from_run, target, "--from", args.overrides)
     else:
-        plan = plan_mod.load(args.plan, args.overrides)
+        plan = plan_mod.load(args.plan, overrides.combined(args.overrides))
     if args.series:
         plan = dataclasses.replace(plan, series=tuple(args.series), per_patch=False)
     if not (target.test or target.crash or target.perf):

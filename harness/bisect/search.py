@@ -34,6 +34,7 @@ class Step:
     run_dirs: list[str] = field(default_factory=list)
     note: str = ""           # why a skip, or what the runs disagreed on
     values: list[float] = field(default_factory=list)   # perf target: one per run
+    build: str = ""          # the kernel's content digest (twins.py), "" when unknown
 
 
 @dataclass

@@ -53,7 +53,7 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
                   f"{printable(target.describe())}; steps in {printable(str(workdir))}")
     oracle = make_oracle(rng, target, repeat, workdir / "runs", cache,
                          lambda text: console.print(printable(text)), workdir / "steps.log",
-                         reference=lambda: perf_reference(state))
+                         reference=lambda: perf_reference(state), known=lambda: state.steps)
 
     def save(current: search.State) -> None:
         write_atomic(state_file, json.dumps(_report(current, None, rng, target), indent=1))

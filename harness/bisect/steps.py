@@ -40,6 +40,7 @@ from ..results import reproducer
 from ..results.reproducer import numbered
 from ..source import git
 from ..suites import registry
+from . import twins
 from .search import BAD, GOOD, SKIP, Step
 
 
@@ -358,19 +359,23 @@ class GitRange:
 
 def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
                 say: Callable[[str], None], log: Path,
-                reference: Callable[[], float | None] = lambda: None
-                ) -> Callable[[int], Step]:
+                reference: Callable[[], float | None] = lambda: None,
+                known: Callable[[], list[Step]] = list) -> Callable[[int], Step]:
     """oracle(index): run the plan for that commit (narrowed to the target)
-    up to `repeat` times. A test or crash target: bad at the first bad run.
-    A perf target: every run is done and the step judged on their median
-    against `reference()` (the good end's median; index 0 measures it)."""
+    up to `repeat` times. A test or crash target: bad at the first bad run;
+    a step whose kernel is byte-identical to a judged step's (`known()`) but
+    got the other verdict runs again to settle it (twins.py). A perf target:
+    every run is done and the step judged on their median against
+    `reference()` (the good end's median; index 0 measures it)."""
     def oracle(index: int) -> Step:
         plan = dataclasses.replace(narrow(rng.plan_for(index), target),
                                    name=f"{rng.plan.name}-bisect-{index}")
         step = Step(rng.labels[index], index, GOOD)
         start = time.monotonic()
-        notes = []
-        for attempt in range(1, repeat + 1):
+        notes: list[str] = []
+        label = rng.labels[index][:12]
+
+        def one_run() -> RunResult:
             with open(log, "a") as out:
                 result = runner.run(plan, runs_dir, cache, Console(file=out, width=250,
                                                                    highlight=False))
@@ -380,9 +385,14 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
             step.run_dirs.append(str(runs_dir / result.run_id))
             if commit := result.kernel.series_top or result.kernel.commit:
                 step.commit = commit
+            return result
+
+        verdicts: list[str] = []
+        for attempt in range(1, repeat + 1):
+            result = one_run()
             if target.perf:
                 value, why = perf_value(result, target)
-                say(f"  {rng.labels[index][:12]} run {attempt}/{repeat}: "
+                say(f"  {label} run {attempt}/{repeat}: "
                     + (f"{target.perf_metric} {value:g}" if value is not None
                        else f"skip ({why})") + f", {result.run_id}")
                 if value is None:
@@ -393,20 +403,35 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
                     step.values.append(value)
                 continue
             verdict, why = classify(result, target)
-            say(f"  {rng.labels[index][:12]} run {attempt}/{repeat}: {verdict}"
+            say(f"  {label} run {attempt}/{repeat}: {verdict}"
                 + (f" ({why})" if why else "") + f", {result.run_id}")
+            step.build = step.build or twins.fingerprint(result, cache)
             if verdict == SKIP:
                 step.verdict, step.note = SKIP, why
                 break
+            verdicts.append(verdict)
             if verdict == BAD:
                 step.verdict, step.bad_runs = BAD, step.bad_runs + 1
                 notes.append(why)
                 break        # reproduced here: more runs cannot make it good
+        other = None if target.perf else twins.twin(step, known())
+        if other is not None:
+            other_label = rng.labels[other.index][:12]
+            say(f"  {label}: its kernel is byte-identical to {other_label}'s "
+                f"({other.verdict}), yet it was {step.verdict}: running it again")
+            for extra in range(1, twins.SETTLE_RUNS + 1):
+                verdict, why = classify(one_run(), target)
+                say(f"  {label} settling run {extra}/{twins.SETTLE_RUNS}: {verdict}"
+                    + (f" ({why})" if why else ""))
+                if verdict in (GOOD, BAD):
+                    verdicts.append(verdict)
+                    step.bad_runs += verdict == BAD
+            step.verdict = twins.settle(verdicts, other)
+            notes.insert(0, twins.settled_note(step.verdict, other_label, other, verdicts))
         step.seconds = round(time.monotonic() - start, 1)
         if target.perf:
             _judge_step(step, target, reference(), notes)
-            say(f"  {rng.labels[index][:12]}: {step.verdict}" + (f" ({notes[0]})"
-                                                                 if notes else ""))
+            say(f"  {label}: {step.verdict}" + (f" ({notes[0]})" if notes else ""))
         step.note = step.note or "; ".join(notes)
         return step
     return oracle

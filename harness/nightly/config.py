@@ -50,7 +50,7 @@ class SourceSpec:
     name: str
     git: str = ""                         # a URL or a path: a git tree
     branches: tuple[str, ...] = ("master",)
-    debian_package: str = ""              # or Debian's linux-source-X.Y
+    debian_package: str = ""              # or Debian's linux-source-X.Y (a glob: the newest)
     debian_version: str = "*"             # a glob: the newest offered match
     debian_suites: tuple[str, ...] = ("sid", "trixie-backports")
     plans: tuple[str, ...] = ()           # default: the nightly's plans
@@ -61,16 +61,19 @@ class SourceSpec:
     def kind(self) -> str:
         return "git" if self.git else "debian"
 
-    def head_overrides(self, head: str, mirror: str = "") -> tuple[str, ...]:
+    def head_overrides(self, head: str, mirror: str = "",
+                       package: str = "") -> tuple[str, ...]:
         """The --set that make a run test this source at `head` (a commit of
-        the bare `mirror`, or a Debian version), after the job's overrides.
+        the bare `mirror`, or a Debian version of `package`, default the
+        source's debian_package), after the job's overrides.
         The values are YAML single-quoted: a version such as 6.10 or a glob
         such as * is text, not a number or an alias."""
         if self.kind == "git":
             return ("kernel.source=git", f"kernel.tree={_text(mirror)}",
                     f"kernel.ref={_text(head)}")
         suites = "[" + ", ".join(_text(s) for s in self.debian_suites) + "]"
-        return ("kernel.source=debian", f"kernel.debian_package={_text(self.debian_package)}",
+        package = package or self.debian_package
+        return ("kernel.source=debian", f"kernel.debian_package={_text(package)}",
                 f"kernel.debian_version={_text(head)}", f"kernel.debian_suites={suites}")
 
 

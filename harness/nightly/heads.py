@@ -5,7 +5,6 @@ source whose head cannot be found is an infrastructure error of that source
 only: the other sources still run."""
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,15 +60,15 @@ def git_heads(source: SourceSpec, cache: Cache, log: Path) -> list[Head]:
 def debian_head(source: SourceSpec, cache: Cache, log: Path) -> Head:
     apt = PrivateApt(cache.root / "apt", source.debian_suites)
     apt.update(log)
-    offers = apt.offers(source.debian_package)
-    match = [o for o in offers if fnmatch.fnmatchcase(o.version, source.debian_version)]
+    offers, match = apt.matches(source.debian_package, source.debian_version)
     if not match:
-        offered = ", ".join(f"{o.version} ({o.suite})" for o in offers) or "none"
+        offered = ", ".join(f"{o.package} {o.version} ({o.suite})" for o in offers) or "none"
         raise SourceError(f"source {source.name}: {source.debian_package} "
                           f"{source.debian_version}: not offered in "
                           f"{', '.join(source.debian_suites)}; offered: {offered}", EXIT_INFRA)
-    newest = match[0]          # apt-cache madison lists the newest first
-    return Head(source.name, "", newest.version, source.head_overrides(newest.version))
+    newest = match[0]
+    return Head(source.name, "", newest.version,
+                source.head_overrides(newest.version, package=newest.package))
 
 
 def heads(source: SourceSpec, cache: Cache, log: Path) -> list[Head]:

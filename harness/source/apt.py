@@ -7,6 +7,7 @@ so the host's apt lists and preferences are never touched.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import os
 import pwd
 import re
@@ -23,6 +24,8 @@ LISTS_MAX_AGE = 6 * 3600
 
 
 MIRROR_ENV = "HARNESS_DEBIAN_MIRROR"
+# a package name with these is a glob of names (linux-source-7.*)
+_GLOB = re.compile(r"[*?\[]")
 # a source entry: types, URIs, suites, components
 Source = tuple[str, list[str], list[str], list[str]]
 
@@ -155,11 +158,32 @@ class PrivateApt:
                 offers.append(Offer(package, cols[1], suite))
         return offers
 
+    def packages(self, pattern: str) -> list[str]:
+        """The package names `pattern` matches: itself when it is no glob, else
+        those the lists know that match it (apt-cache pkgnames of its prefix)."""
+        if not _GLOB.search(pattern):
+            return [pattern]
+        prefix = _GLOB.split(pattern, 1)[0]
+        result = proc.run(["apt-cache", *self._options(), "pkgnames", "--", prefix],
+                          timeout=120, error=SourceError)
+        return sorted(name for name in result.stdout.split()
+                      if fnmatch.fnmatchcase(name, pattern))
+
+    def matches(self, package: str, pattern: str) -> tuple[list[Offer], list[Offer]]:
+        """(every offer of the packages `package` names, those whose version
+        matches `pattern`), each list newest version first."""
+        offers = [o for name in self.packages(package) for o in self.offers(name)]
+        offers.sort(key=functools.cmp_to_key(_compare_offers))
+        return offers, [o for o in offers if fnmatch.fnmatchcase(o.version, pattern)]
+
     def resolve(self, package: str, pattern: str) -> Offer:
-        offers = self.offers(package)
-        match = [o for o in offers if fnmatch.fnmatchcase(o.version, pattern)]
+        """The newest version of `package` (a name or a glob of names: the
+        newest of every package it matches) that matches the glob `pattern`."""
+        offers, match = self.matches(package, pattern)
         if not match:
-            offered = ", ".join(f"{o.version} ({o.suite})" for o in offers) or "none"
+            offered = ", ".join(
+                f"{o.package} {o.version} ({o.suite})" if o.package != package
+                else f"{o.version} ({o.suite})" for o in offers) or "none"
             raise SourceError(
                 f"{package} {pattern}: not offered in {', '.join(self.suites)} by "
                 f"{self.mirror}; offered: {offered}. Set kernel.debian_version to one "
@@ -176,3 +200,12 @@ class PrivateApt:
             raise SourceError(f"apt-get download {offer.package}={offer.version} "
                               f"produced no .deb in {dest}; see {log}", EXIT_INFRA)
         return debs[0]
+
+
+def _compare_offers(a: Offer, b: Offer) -> int:
+    """Newest first, as Debian orders versions (dpkg --compare-versions)."""
+    if a.version == b.version:
+        return 0
+    newer = proc.run(["dpkg", "--compare-versions", "--", a.version, "gt", b.version],
+                     timeout=30, error=SourceError)
+    return -1 if newer.returncode == 0 else 1

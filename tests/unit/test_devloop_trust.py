@@ -17,6 +17,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -90,7 +91,18 @@ def test_console_tail_and_follow_leave_no_escape_sequence(tmp_path):
         follow = subprocess.Popen([sys.executable, "-m", "harness", "console", "--cache-dir",
                                    str(cache.root), "--lines", "0", "node1"],
                                   stdout=subprocess.PIPE)
-        time.sleep(1.5)
+        read: list[bytes] = []
+        reader = threading.Thread(target=lambda: read.extend(iter(follow.stdout.readline, b"")),
+                                  daemon=True)
+        reader.start()
+        # it follows from the end it found when it started: until it shows a
+        # line written after that, what is written would not reach it
+        deadline = time.monotonic() + 60
+        while not read and time.monotonic() < deadline:
+            with open(console, "ab") as f:
+                f.write(b"ready\r\n")
+            time.sleep(0.3)
+        assert read, "harness console showed nothing within 60 s"
         with open(console, "ab") as f:
             f.write(b"split \x1b]52;c;cm0gLXJm")    # half an OSC 52 ...
             f.flush()
@@ -102,12 +114,15 @@ def test_console_tail_and_follow_leave_no_escape_sequence(tmp_path):
         time.sleep(1)
         keeper.kill()
         keeper.wait()
-        out, _ = follow.communicate(timeout=30)
+        follow.wait(timeout=30)
+        reader.join(10)
     finally:
         keeper.kill()
-    text = out.decode()
+    text = b"".join(read).decode()
     assert_clean(text)
-    assert text.startswith("split  caf\u00e9 done\n")
+    while text.startswith("ready\n"):
+        text = text[len("ready\n"):]
+    assert text.startswith("split  caf\u00e9 done\n"), text[:300]
     assert "[harness: run 20261201-100000-quickstart-cons stopped]" in text
 
 

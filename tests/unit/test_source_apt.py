@@ -1,5 +1,6 @@
 """source.py helpers (Debian .gitignore rule, version, tree check) and apt.py
 (host mirror from apt configuration, version resolution)."""
+import fnmatch
 import shutil
 import subprocess
 from pathlib import Path
@@ -253,11 +254,14 @@ def test_environment_override_needs_no_apt_configuration(tmp_path, monkeypatch):
 
 # --- PrivateApt.resolve / offers -----------------------------------------------
 
-OFFERS = [  # newest first, as apt-cache madison lists them
-    Offer("linux-source-7.2", "7.2.14-1", "sid"),
+OFFERS = [  # in no order: resolve sorts them as Debian does (dpkg --compare-versions)
     Offer("linux-source-7.2", "7.2.13-1~bpo13+1", "trixie-backports"),
-    Offer("linux-source-7.2", "7.2.13-1", "sid"),
+    Offer("linux-source-7.2", "7.2.14-1", "sid"),
     Offer("linux-source-7.2", "7.2.9-2", "trixie-backports"),
+    Offer("linux-source-7.2", "7.2.13-1", "sid"),
+    Offer("linux-source-7.3", "7.3.4-1~bpo13+1", "trixie-backports"),
+    Offer("linux-source-7.10", "7.10.1-1", "sid"),
+    Offer("linux-source-6.12", "6.12.40-1", "sid"),
 ]
 
 
@@ -266,18 +270,42 @@ def private_apt(tmp_path, monkeypatch):
     apt = PrivateApt(tmp_path / "apt", ("sid", "trixie-backports"), mirror=MIRROR)
     monkeypatch.setattr(apt, "offers", lambda package: [o for o in OFFERS
                                                         if o.package == package])
+    names = sorted({o.package for o in OFFERS} | {"linux-source", "linux-source-7.2-dbg"})
+    monkeypatch.setattr(apt, "packages", lambda pattern: [
+        n for n in names if fnmatch.fnmatchcase(n, pattern)])
     return apt
 
 
 @pytest.mark.parametrize("pattern, version", [
     ("7.2.*", "7.2.14-1"),
-    ("7.2.13*", "7.2.13-1~bpo13+1"),
+    ("7.2.13*", "7.2.13-1"),          # ~bpo sorts before the release it backports
     ("7.2.13-1", "7.2.13-1"),
     ("*bpo*", "7.2.13-1~bpo13+1"),
     ("7.2.9-?", "7.2.9-2"),
 ])
 def test_resolve_takes_the_newest_match(private_apt, pattern, version):
     assert private_apt.resolve("linux-source-7.2", pattern).version == version
+
+
+@pytest.mark.parametrize("package, pattern, taken", [
+    ("linux-source-7.*", "*", ("linux-source-7.10", "7.10.1-1")),   # 7.10 > 7.3 > 7.2
+    ("linux-source-7.[23]", "*", ("linux-source-7.3", "7.3.4-1~bpo13+1")),
+    ("linux-source-7.*", "7.2.*", ("linux-source-7.2", "7.2.14-1")),
+    ("linux-source-*", "6.*", ("linux-source-6.12", "6.12.40-1")),
+])
+def test_a_package_glob_takes_the_newest_version_of_any_package_it_names(
+        private_apt, package, pattern, taken):
+    offer = private_apt.resolve(package, pattern)
+    assert (offer.package, offer.version) == taken
+
+
+def test_a_package_glob_without_a_match_lists_each_package_and_version(private_apt):
+    with pytest.raises(SourceError) as info:
+        private_apt.resolve("linux-source-7.*", "8.*")
+    message = str(info.value)
+    assert info.value.exit_code == EXIT_BAD_INPUT
+    assert "linux-source-7.3 7.3.4-1~bpo13+1 (trixie-backports)" in message
+    assert "6.12" not in message
 
 
 def test_resolve_without_a_match_lists_what_is_offered(private_apt):
@@ -287,7 +315,8 @@ def test_resolve_without_a_match_lists_what_is_offered(private_apt):
     message = str(info.value)
     assert "linux-source-7.2 7.3.*" in message
     for offer in OFFERS:
-        assert f"{offer.version} ({offer.suite})" in message
+        assert (f"{offer.version} ({offer.suite})" in message) == (
+            offer.package == "linux-source-7.2")
     assert MIRROR in message and "sid, trixie-backports" in message
 
 
