@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..results.model import FAILED, RunResult, Status, TestRecord, Verdict, run_order
+from ..results.verdict import config_drift
 from . import kcidb_fields as fields
 from .kcidb_fields import check_origin, kcidb_path, make_id
 
@@ -173,7 +174,8 @@ class _Export:
                               "run_dir": str(run_dir.resolve()) if run_dir else None,
                               "build_key": kernel.build_key, "config_hash": kernel.config_hash,
                               "release": kernel.release, "cached": cached or None,
-                              "warnings": len(kernel.warnings or ()) or None})})
+                              "warnings": len(kernel.warnings or ()) or None,
+                              "config_drift": config_drift(run) or None})})
         return build_id
 
     def rows(self, run: RunResult, build_id: str) -> list[tuple[TestRecord, str]]:

@@ -26,6 +26,7 @@ from ..errors import PlanError
 from ..results.model import (FAILED, PASSED, CrashRecord, RunResult, StageRecord, Status,
                              TestRecord, Verdict)
 from ..results.reproducer import series_dirs
+from ..results.verdict import renamed_only
 
 INFRA_PREFIX = "infrastructure:"         # a row the harness's own trouble ended
 # a row's KCIDB status by its own: every Status but xfail, which row_status
@@ -90,9 +91,14 @@ def stage_status(stage: StageRecord, verdict: Verdict) -> str:
 
 
 def build_status(run: RunResult) -> str:
+    """A failed kconfig or build stage as stage_status says, except a tree
+    whose Kconfig renamed a requested symbol: FAIL (the tree moved: config
+    drift, a finding about it), not ERROR."""
     stages = {s.name: s for s in run.stages}
     for name in ("kconfig", "build"):
         if name in stages and stages[name].status in FAILED:
+            if name == "kconfig" and renamed_only(run):
+                return "FAIL"
             return stage_status(stages[name], run.verdict)
     built = stages.get("build")
     return "PASS" if built and built.status == Status.PASS else "MISS"

@@ -15,6 +15,7 @@ from ..results.safe import printable
 from . import config as config_mod
 from .matrix import expand, parse_shard, shard
 from .ledger import Ledger
+from .model import KINDS
 from .night import Night
 
 # the terminal, a CI job's cancel, a closed SSH session
@@ -29,7 +30,8 @@ def add_parser(sub) -> None:
                     "head is new, is compared with the job's previous run, and (a git source "
                     "with bisect: true) a new failure is bisected. Unchanged heads are "
                     "skipped. nightly.json in the runs directory lists the jobs, new "
-                    "regressions first. Exit codes: 0 no regression, 1 a regression, "
+                    "regressions first. Exit codes: 0 no regression, 1 a regression or a "
+                    "head whose Kconfig no longer takes the fragments (kind config), "
                     "2 bad input, 3 a job could not run.")
     parser.add_argument("config", type=Path, help="NIGHTLY.yaml (e.g. plans/nightly.yaml)")
     parser.add_argument("--runs-dir", type=Path, default=Path("runs"))
@@ -94,7 +96,7 @@ def nightly_command(args: argparse.Namespace, console: Console) -> int:
             signal.signal(sig, handler)
     kinds = [j.kind for j in result.jobs]
     for night in result.ordered():        # what needs a look, most urgent first
-        if night.kind in ("regression", "error", "fixed"):
+        if night.kind in ("regression", "config", "error", "fixed"):
             culprit = (f"; first bad {night.bisect_culprit[:12]} \"{night.bisect_subject}\""
                        if night.bisect_culprit else "")
             why = "; ".join(night.reasons[:2]) or night.message
@@ -104,10 +106,8 @@ def nightly_command(args: argparse.Namespace, console: Console) -> int:
                           soft_wrap=True)
     console.print(printable(
         f"nightly {config.name}: " + ", ".join(f"{kinds.count(k)} {k}" for k in
-                                                ("regression", "error", "fixed", "flaky",
-                                                 "new", "unchanged", "skipped")
-                                                if k in kinds)
+                                                KINDS if k in kinds)
         + f"; {args.runs_dir / 'nightly.json'}"), soft_wrap=True)
-    if "regression" in kinds:
+    if "regression" in kinds or "config" in kinds:
         return EXIT_FAIL
     return EXIT_INFRA if "error" in kinds else EXIT_PASS

@@ -17,7 +17,10 @@ from ..results.compare import CrashChange, RowChange
 # what became of a job tonight
 RAN, SKIPPED, FAILED_TO_RUN = "ran", "skipped", "error"
 # how a job's night reads, most urgent first (the summary's order)
-KINDS = ("regression", "error", "fixed", "flaky", "new", "unchanged", "skipped")
+# `config`: the head's Kconfig no longer takes the plan's fragments (a symbol
+# renamed, removed or no longer settable): a finding about the tree, run once
+# per head like any result, never again every night like an error
+KINDS = ("regression", "config", "error", "fixed", "flaky", "new", "unchanged", "skipped")
 # bytes of a nightly.json (a night of many regressions lists their rows)
 LIMIT = JSON_LIMIT
 # what a damaged nightly.json's message says to do

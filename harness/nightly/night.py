@@ -24,6 +24,7 @@ from ..errors import HarnessError
 from ..results import history
 from ..results.compare import compare
 from ..results.model import RunResult, Verdict
+from ..results.verdict import config_drift
 from ..results.safe import printable
 from .config import NightlyConfig, SourceSpec
 from .heads import Head, heads
@@ -115,13 +116,16 @@ class Night:
         baseline = self.ledger.latest(job.id)
         night = self._run(job, head)
         night.seconds = round(time.monotonic() - started, 1)
-        if night.run_id and night.verdict != Verdict.ERROR:
-            # a harness failure is not a result: that head runs again next night
+        if night.run_id and (night.verdict != Verdict.ERROR or night.kind == "config"):
+            # a harness failure is not a result: that head runs again next night;
+            # config drift is one (the same head's Kconfig will not change)
             with self._lock:
                 self.ledger.add(job.id, Entry(head.head, night.run_id, night.verdict,
                                               night.seconds, self.result.started))
                 self.ledger.save(self.ledger_path)
-        if baseline is not None and night.state == RAN:
+        if night.kind == "config":
+            pass                        # stopped before the tests: nothing to compare
+        elif baseline is not None and night.state == RAN:
             self._compare(night, baseline)
             if night.kind == "regression" and self._source(job).bisect and head.mirror:
                 self._bisect(night, head, baseline)
@@ -152,6 +156,9 @@ class Night:
         result = RunResult.load(run_dir / "results.json")
         night.run_id, night.run_dir, night.verdict = result.run_id, run_dir.name, result.verdict
         night.message = result.error or ""
+        drift = config_drift(result)
+        if drift:
+            night.kind, night.reasons = "config", drift
         return night
 
     def _compare(self, night: JobNight, baseline: Entry) -> None:
@@ -212,7 +219,9 @@ class Night:
             line += f" {night.run_id}"
         if night.bisect_culprit:
             line += f" first bad {night.bisect_culprit[:12]} \"{night.bisect_subject}\""
-        if night.message and night.kind in _SAYS_WHY:
+        if night.kind == "config" and night.reasons:
+            line += ": " + "; ".join(night.reasons[:3])
+        elif night.message and night.kind in _SAYS_WHY:
             line += f": {night.message}"
         self.console.print(printable(line), soft_wrap=True)
 
@@ -238,3 +247,4 @@ class Night:
         suffix = f"-shard{self.result.shard.replace('/', 'of')}" if self.result.shard else ""
         (self.dir / "nights").mkdir(parents=True, exist_ok=True)
         write_atomic(self.dir / "nights" / f"{stamp}{suffix}.json", text)
+

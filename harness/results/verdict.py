@@ -14,7 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS
-from .model import FAILED, CrashRecord, PatchResult, Status, TestRecord, Verdict, WarningRecord
+from .model import (FAILED, CrashRecord, PatchResult, RunResult, Status, TestRecord, Verdict,
+                    WarningRecord)
 
 
 @dataclass(frozen=True)
@@ -62,3 +63,27 @@ def flaky_warnings(tests: list[TestRecord]) -> list[WarningRecord]:
                           message=f"flaky: {t.suite} {t.name} on {t.node}: "
                                   + (t.message.splitlines() or [""])[0])
             for t in tests if t.status == Status.FLAKY]
+
+
+def config_drift(result: RunResult) -> list[str]:
+    """When the run stopped at the kconfig stage because the tree's Kconfig
+    does not take the plan's fragments: one line per requested symbol it
+    refused (unknown to it, with its successor when the stage found one; or
+    set and not sticking). [] otherwise. Nightly calls such a job `config`
+    (a finding about the head), KCIDB gets the lines with the build."""
+    stage = next((s for s in result.stages if s.name == "kconfig"), None)
+    section = result.kconfig
+    if stage is None or stage.status not in FAILED or section is None:
+        return []
+    lines = [f"{u.fragment}: CONFIG_{u.symbol} is not defined by this tree's Kconfig"
+             + (f"; {u.hint}" if u.hint else "") for u in section.unknown or ()]
+    lines += [f"{m.fragment}: CONFIG_{m.symbol} wanted {m.want}, got {m.got}"
+              + (f" ({m.why})" if m.why else "") for m in section.missing or ()]
+    return lines
+
+
+def renamed_only(result: RunResult) -> bool:
+    """Every symbol the kconfig stage found unknown has a successor in the
+    tree (a rename, not a misspelling): the tree moved, the plan did not err."""
+    unknown = (result.kconfig.unknown or []) if result.kconfig else []
+    return bool(unknown) and all(u.successor for u in unknown)

@@ -309,3 +309,72 @@ def test_nightly_json_lists_regressions_first(tmp_path):
     saved = NightlyResult.load(tmp_path / "runs" / "nightly.json")
     assert [j.kind for j in saved.jobs] == ["regression", "error", "fixed", "unchanged",
                                             "skipped"]
+
+
+def _drifted_run(runs: Path, run_id: str, successor: str | None) -> Path:
+    """A results.json of a run the kconfig stage stopped: the tree's Kconfig
+    no longer defines PROC_SYSCTL (renamed SYSCTL when `successor`)."""
+    data = json.loads((DATA / "series-demo-broken.json").read_text())
+    data.update(run_id=run_id, verdict="error", exit_code=2, tests=[], crashes=[],
+                error="1 requested Kconfig symbol(s) unknown to this tree (renamed)")
+    data["stages"] = [{**s, "status": "error" if s["name"] == "kconfig" else s["status"]}
+                      for s in data["stages"] if s["name"] in ("source", "series", "kconfig")]
+    unknown = {"symbol": "PROC_SYSCTL", "fragment": "virt-guest.config:36"}
+    if successor:
+        unknown.update(successor=successor, hint=f"PROC_SYSCTL is not defined in 7.3.4; "
+                                                 f"{successor} has its prompt")
+    data["kconfig"]["unknown"], data["kconfig"]["missing"] = [unknown], []
+    run_dir = runs / run_id
+    run_dir.mkdir(parents=True)
+    (run_dir / "results.json").write_text(json.dumps(data))
+    return run_dir
+
+
+def test_a_head_whose_kconfig_renamed_a_symbol_is_a_config_job_run_once(tmp_path,
+                                                                        monkeypatch):
+    """The run stops at kconfig (exit 2): the job is `config`, says which
+    symbol and its successor, is recorded for the head (not run again next
+    night) and fails the night (exit 1); KCIDB calls the build FAIL."""
+    from harness.export import kcidb_fields
+    from harness.results.model import RunResult
+    upstream = tmp_path / "upstream"
+    _git_repo(upstream)
+    config = _config(tmp_path, f"  - {{name: up, git: {upstream}, branches: [main]}}\n")
+    runs = tmp_path / "runs"
+    made = _drifted_run(tmp_path / "made", "20261202-010000-quickstart-drft", "SYSCTL")
+    fake = tmp_path / "python"        # the `harness run` the night starts
+    fake.write_text(f"#!/bin/sh\nmkdir -p '{runs}' && cp -r '{made}' '{runs}/'\n"
+                    f"echo 'run directory: {runs / made.name}'\nexit 2\n")
+    fake.chmod(0o755)
+    monkeypatch.setattr(sys, "executable", str(fake))
+    console = Console(record=True, width=300)
+    night = Night(config, runs, Cache(tmp_path / "cache"), console).run()
+    (job,) = night.jobs
+    assert (job.kind, job.exit_code, job.run_id) == ("config", 2, made.name)
+    assert job.reasons == ["virt-guest.config:36: CONFIG_PROC_SYSCTL is not defined by this "
+                           "tree's Kconfig; PROC_SYSCTL is not defined in 7.3.4; SYSCTL has "
+                           "its prompt"]
+    said = console.export_text()
+    assert "config     up quickstart" in said and "SYSCTL has its prompt" in said
+    page = (runs / "report.html").read_text()
+    assert 'id="config"' in page and "CONFIG_PROC_SYSCTL" in page
+    assert Ledger.load(Ledger.path(runs, "n")).ran(job.job.id, job.head) is not None
+    again = Night(config, runs, Cache(tmp_path / "cache"), console).run()
+    assert [j.kind for j in again.jobs] == ["skipped"]
+    result = RunResult.load(runs / made.name / "results.json")
+    assert kcidb_fields.build_status(result) == "FAIL"
+    plain = RunResult.load(_drifted_run(tmp_path / "other", "r2", None) / "results.json")
+    assert kcidb_fields.build_status(plain) == "ERROR"     # a misspelt symbol: bad input
+
+
+def test_the_command_exits_1_for_a_config_job(tmp_path, monkeypatch):
+    path = write(tmp_path, "name: n\nsources: [{name: a, debian_package: p}]\n")
+    args = type("A", (), dict(config=path, runs_dir=tmp_path / "runs", cache_dir=tmp_path,
+                              shard="1/1", jobs=1, bisect_repeat=1, list=False))
+    monkeypatch.setattr(Night, "run", lambda self: NightlyResult(
+        "n", jobs=[JobNight(Job("1", "a", "p"), "h", "ran", "config",
+                            reasons=["x.config:1: CONFIG_A is not defined"])]))
+    console = Console(record=True, width=200)
+    assert nightly_command(args, console) == 1
+    text = console.export_text()
+    assert "config: a p" in text and "CONFIG_A" in text and "1 config" in text
