@@ -26,6 +26,9 @@ class BisectStepRecord:
     run_dirs: list[str] = field(default_factory=list)
     note: str = ""               # why a skip, or what the runs disagreed on
     values: list[float] = field(default_factory=list)    # a perf target's, one per run
+    # the kernel's content digest (bisect/twins.py): steps with the same one ran
+    # the same kernel; None in runs from before it was kept
+    build: str | None = field(default=None, metadata=OMIT)
 
 
 @dataclass(frozen=True)

@@ -63,9 +63,14 @@ def test_hmm_kselftest_rdma_p2pdma_and_perf(tmp_path):
 def test_verbs_matrix_and_pyverbs_on_rxe_and_siw(tmp_path):
     # a guest command that hangs costs test_timeout: 300 s is still 20x what any
     # pingpong or pyverbs module takes here
-    _, results = run(tmp_path, "suites=[verbs,pyverbs]", "test_timeout=300")
+    # retries=1: under two CI workers rxe once left rdma_server in DISCONNECT after
+    # its client had finished (548 retransmits); a row that passes again is flaky
+    _, results = run(tmp_path, "suites=[verbs,pyverbs]", "test_timeout=300", "retries=1")
     verbs = {t["name"]: t for t in results["tests"] if t["suite"] == "verbs"}
-    status = {name: t["status"] for name, t in verbs.items()}
+    status = {name: "pass" if t["status"] == "flaky" else t["status"]
+              for name, t in verbs.items()}
+    assert all("passed on retry" in t["message"] for t in verbs.values()
+               if t["status"] == "flaky")
     # RoCE (rxe): every QP type rxe has, ODP included, and the rdma_cm tools
     for case in ("ibv_rc_pingpong", "ibv_uc_pingpong", "ibv_ud_pingpong", "ibv_srq_pingpong",
                  "ibv_rc_pingpong-odp"):
@@ -78,7 +83,7 @@ def test_verbs_matrix_and_pyverbs_on_rxe_and_siw(tmp_path):
         assert status[f"test_rdma_cm[siw-{tool}]"] == "pass"
     # intermittently a CONNECT_ERROR: then xfail with the reason (verbs/expectations.yaml)
     ucmatose = verbs["test_rdma_cm[siw-ucmatose]"]
-    assert ucmatose["status"] == "pass" or (
+    assert ucmatose["status"] in ("pass", "flaky") or (
         ucmatose["status"] == "xfail" and "verbs/expectations.yaml" in ucmatose["message"])
     siw_rc = verbs["test_pingpong[siw-ibv_rc_pingpong]"]
     assert siw_rc["status"] == "skip" and "iWARP" in siw_rc["message"]

@@ -17,7 +17,7 @@ def test_quickstart_plan_loads_with_the_documented_defaults():
     assert plan.name == "quickstart"
     assert plan.kernel.source == "debian"
     # the newest 7.x Debian offers, whichever package carries it
-    assert plan.kernel.debian_package.startswith("linux-source-7.")
+    assert (plan.kernel.debian_package, plan.kernel.debian_version) == ("linux-source-7.*", "*")
     assert set(plan.kconfig.fragments) >= {"virt-guest", "rdma", "hmm-p2p", "ionic", "mlx5"}
     assert plan.suites == ("modules", "verbs-smoke")     # + what the series brings (cli)
     assert plan.series == ("demo-rxe-counters",) and not plan.per_patch

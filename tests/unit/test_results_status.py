@@ -137,3 +137,15 @@ def test_a_git_range_first_bad_and_an_unchecked_noop_are_written_as_they_were(tm
 def test_the_bisect_target_record_has_the_fields_of_the_target():
     assert [f.name for f in dataclasses.fields(BisectTarget)] == \
         [f.name for f in dataclasses.fields(Target)]
+
+
+def test_a_step_keeps_its_kernel_digest_and_a_step_without_one_writes_none(tmp_path):
+    """session.bisect's steps carry `build` (bisect/twins.py); older reports do not."""
+    steps = [{**SERIES_REPORT["steps"][0], "build": "2027c15959aa"},
+             {**SERIES_REPORT["steps"][0], "index": 2, "build": ""}]
+    record = auto.record_of({**SERIES_REPORT, "steps": steps}, 1.0)
+    assert [s.build for s in record.steps] == ["2027c15959aa", None]
+    write_json(RunResult("r", "p", bisect=record), tmp_path / "results.json")
+    written = json.loads((tmp_path / "results.json").read_text())["bisect"]["steps"]
+    assert written[0]["build"] == "2027c15959aa" and "build" not in written[1]
+    assert RunResult.load(tmp_path / "results.json").bisect.steps == record.steps
