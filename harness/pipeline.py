@@ -157,8 +157,9 @@ def kernel(run: Run) -> Kernel:
         spec = plan.kernel
         if spec.source == "debian" and any(c in spec.debian_package + spec.debian_version
                                            for c in "*?["):
-            run.say(f"took {tree.origin}: the newest of {spec.debian_package} "
-                    f"{spec.debian_version} offered (pin kernel.debian_version to keep it)")
+            run.say(f"took {tree.origin}: the newest offered of {spec.debian_package}, "
+                    f"version {spec.debian_version} (kernel.debian_package and "
+                    "kernel.debian_version pin one)")
         if tree.working_tree:
             run.source_dirty = tuple(sorted(source.dirty(tree.path)))
         result.kernel.source, result.kernel.commit = tree.origin, tree.commit
