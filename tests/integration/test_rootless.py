@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from harness import overrides
+
 from ..conftest import REPO
 
 USER = "harness-rootless"
@@ -36,7 +38,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("useradd")
 
 
 @pytest.fixture(scope="module")
-def user(kernel, guest_image, modules_disk, cache):
+def user(kernel, guest_image, modules_disk, cache, kernel_tree):
     """A fresh user with the harness (the checkout's files and this
     environment's packages, copied) and a cache seeded from the session's."""
     subprocess.run(["userdel", "-r", USER], capture_output=True)
@@ -62,8 +64,13 @@ def user(kernel, guest_image, modules_disk, cache):
     user_cache = home / ".cache" / "harness"
     user_cache.mkdir(parents=True)
     for part in COPIED:
-        if (cache.root / part).is_dir():
-            shutil.copytree(cache.root / part, user_cache / part, symlinks=True,
+        # of the source trees only the quickstart's (each other version is
+        # another ~2.4 GB to copy and chown)
+        src_part = kernel_tree.path.parent if part == "source" else cache.root / part
+        dst_part = (user_cache / part / src_part.name if part == "source"
+                    else user_cache / part)
+        if src_part.is_dir():
+            shutil.copytree(src_part, dst_part, symlinks=True,
                             ignore=shutil.ignore_patterns(".*.lock", ".*.tmp.*"))
     # the copied tree's files have new inodes and ctimes: git would hash all
     # of them again at the series' first checkout; size and mtime are kept
@@ -88,7 +95,9 @@ def as_user(entry, *args: str, timeout: float = 900) -> subprocess.CompletedProc
     home = entry.pw_dir
     env = {"HOME": home, "USER": USER, "LOGNAME": USER, "PATH": "/usr/bin:/bin:/usr/sbin:/sbin",
            "LANG": "C.UTF-8", "COLUMNS": "200",
-           "PYTHONPATH": f"{home}/harness:{home}/site"}
+           "PYTHONPATH": f"{home}/harness:{home}/site",
+           # the session's kernel pin (tests/conftest.py): the tree copied above
+           overrides.ENV: os.environ[overrides.ENV]}
     python = shutil.which("python3", path="/usr/bin") or "/usr/bin/python3"
     return subprocess.run(["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}",
                            "--init-groups", "--", python, "-m", "harness", *args],
