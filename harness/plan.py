@@ -224,6 +224,10 @@ def apply_set(data: dict[str, Any], assignment: str) -> None:
         value = parse_yaml(raw, "") if raw != "" else ""
     except PlanError as exc:
         problem = str(exc).split(": ", 1)[-1]
+        if raw[:1] in "*&!%@`|>":
+            # a glob such as `*` reads as a YAML alias: the user meant text
+            problem = (f"a value starting with {raw[0]!r} is YAML syntax: quote it, e.g. "
+                       f"--set \"{quote(key)[1:-1]}='{raw}'\"")
         raise PlanError(f"--set {quote(key)[1:-1]}: value {quote(raw)} is not valid YAML: "
                         f"{problem}") from None
     parts = key.strip().split(".")

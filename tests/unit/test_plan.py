@@ -160,3 +160,12 @@ def test_kernel_values_given_to_git_and_apt_are_refused_naming_the_key(tmp_path,
 ])
 def test_ordinary_refs_trees_and_debian_versions_are_accepted(tmp_path, assignment):
     plan_mod.load(write(tmp_path, "name: x\n"), [assignment])
+
+
+def test_a_glob_value_that_yaml_reads_as_an_alias_says_how_to_quote_it(tmp_path):
+    with pytest.raises(PlanError) as exc:
+        plan_mod.load(write(tmp_path, "name: x\n"), ["kernel.debian_version=*"])
+    assert exc.value.exit_code == EXIT_BAD_INPUT
+    assert "quote it, e.g. --set \"kernel.debian_version='*'\"" in str(exc.value)
+    plan = plan_mod.load(write(tmp_path, "name: x\n"), ["kernel.debian_version='*'"])
+    assert plan.kernel.debian_version == "*"
