@@ -220,8 +220,8 @@ def _run_command(args: argparse.Namespace, console, scratch: Path) -> int:
     read = None
     try:
         plan = plan_mod.load(args.plan, overrides.combined(args.overrides))
-        if overrides.notice():
-            console.print(printable(overrides.notice()))
+        if notice := overrides.notice():
+            console.print(printable(notice))
         choices = choices_of(args)
         if choices.command == "series":
             resolve.check_choices(plan, choices)    # before any series is read

@@ -41,6 +41,7 @@ from .results.model import (ConfigChange, CrashRecord, ExpectationsSummary, Kcon
                             NodeRecord, PatchResult, RunResult, SeriesResult, StageRecord,
                             Status, TestRecord)
 from .series import check as patchcheck
+from .source import apt
 from .suites import expectations, retry
 from .suites.plugin import SuiteContext, SuiteNode
 from .vm import topology
@@ -155,8 +156,8 @@ def kernel(run: Run) -> Kernel:
         run.source_time = time.time()
         tree = source.prepare(plan.kernel, cache, logs / "source.log")
         spec = plan.kernel
-        if spec.source == "debian" and any(c in spec.debian_package + spec.debian_version
-                                           for c in "*?["):
+        if spec.source == "debian" and (apt.is_glob(spec.debian_package)
+                                        or apt.is_glob(spec.debian_version)):
             run.say(f"took {tree.origin}: the newest offered of {spec.debian_package}, "
                     f"version {spec.debian_version} (kernel.debian_package and "
                     "kernel.debian_version pin one)")

@@ -64,8 +64,8 @@ def bisect_command(args: argparse.Namespace, console: Console) -> int:
     try:
         plan, rng, target = _setup(args)
         cache = Cache(args.cache_dir)
-        if overrides.notice() and not getattr(args, "from_run", None):
-            console.print(printable(overrides.notice()))
+        if (notice := overrides.notice()) and not getattr(args, "from_run", None):
+            console.print(printable(notice))
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code

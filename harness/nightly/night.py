@@ -247,4 +247,3 @@ class Night:
         suffix = f"-shard{self.result.shard.replace('/', 'of')}" if self.result.shard else ""
         (self.dir / "nights").mkdir(parents=True, exist_ok=True)
         write_atomic(self.dir / "nights" / f"{stamp}{suffix}.json", text)
-

@@ -24,8 +24,13 @@ LISTS_MAX_AGE = 6 * 3600
 
 
 MIRROR_ENV = "HARNESS_DEBIAN_MIRROR"
-# a package name with these is a glob of names (linux-source-7.*)
+# a package name or version with these is a glob (linux-source-7.*, 7.2.*)
 _GLOB = re.compile(r"[*?\[]")
+
+
+def is_glob(text: str) -> bool:
+    """`text` (a package name or a version) is a glob, not one exact value."""
+    return bool(_GLOB.search(text))
 # a source entry: types, URIs, suites, components
 Source = tuple[str, list[str], list[str], list[str]]
 
@@ -161,7 +166,7 @@ class PrivateApt:
     def packages(self, pattern: str) -> list[str]:
         """The package names `pattern` matches: itself when it is no glob, else
         those the lists know that match it (apt-cache pkgnames of its prefix)."""
-        if not _GLOB.search(pattern):
+        if not is_glob(pattern):
             return [pattern]
         prefix = _GLOB.split(pattern, 1)[0]
         result = proc.run(["apt-cache", *self._options(), "pkgnames", "--", prefix],
