@@ -37,7 +37,8 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 
 from harness import pipeline, plan as plan_mod, proc, runner, series, source  # noqa: E402
-from harness.bisect.steps import SeriesRange, Target, make_oracle  # noqa: E402
+from harness.bisect.ranges import SeriesRange  # noqa: E402
+from harness.bisect.steps import Target, make_oracle  # noqa: E402
 from harness.cache import Cache  # noqa: E402
 from harness.source import GIT_ENV  # noqa: E402
 

@@ -28,7 +28,8 @@ from ..results.safe import printable
 from ..results.summary import bisect_line
 from ..results.writers import write_json, write_junit
 from . import search, session
-from .steps import SeriesRange, Target
+from .ranges import SeriesRange
+from .steps import Target
 
 
 def target_for(result: RunResult) -> tuple[Target, str] | None:

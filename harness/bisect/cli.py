@@ -19,7 +19,8 @@ from ..errors import (EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessE
 from ..inputs import count, not_option
 from ..results.safe import printable
 from . import session
-from .steps import GitRange, SeriesRange, Target, failed_run, perf_target, suite_of_glob
+from .ranges import GitRange, SeriesRange
+from .steps import Target, failed_run, perf_target, suite_of_glob
 
 
 def add_parser(sub) -> None:

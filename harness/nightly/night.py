@@ -191,7 +191,8 @@ class Night:
 
     def _bisect(self, night: JobNight, head: Head, baseline: Entry) -> None:
         from ..bisect import session
-        from ..bisect.steps import GitRange, Target, failed_run
+        from ..bisect.ranges import GitRange
+        from ..bisect.steps import Target, failed_run
         try:
             plan, _, target = failed_run(self.runs_dir / night.run_id, Target("", ""),
                                          "nightly")

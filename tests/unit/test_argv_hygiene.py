@@ -13,7 +13,7 @@ import pytest
 
 from harness import plan as plan_mod
 from harness import series
-from harness.bisect.steps import GitRange
+from harness.bisect.ranges import GitRange
 from harness.cache import Cache
 from harness.errors import PlanError, SeriesError, SourceError
 from harness.nightly.heads import fetch_mirror

@@ -14,7 +14,8 @@ import pytest
 from harness import plan as plan_mod
 from harness.bisect import cli as bisect_cli
 from harness.bisect import search, session
-from harness.bisect.steps import GitRange, SeriesRange, Target, classify, failed_run
+from harness.bisect.ranges import GitRange, SeriesRange
+from harness.bisect.steps import Target, classify, failed_run
 from harness.errors import PlanError
 from harness.results.model import RunResult, StageRecord
 from harness.results.writers import write_json
