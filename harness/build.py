@@ -81,7 +81,21 @@ def make_argv(objdir: Path, spec: BuildSpec, *more: str) -> list[str]:
     argv = ["make", f"O={objdir}", f"-j{spec.jobs or os.cpu_count() or 1}", *REPRODUCIBLE]
     if spec.ccache and shutil.which("ccache") is not None:
         argv.append("CC=ccache gcc")
+        if debug_info(objdir / ".config"):
+            # with -g, ccache hashes the directory it compiles in unless a
+            # prefix map takes it out: the objects of another tree's object
+            # directory hit (kbuild already names the sources `../`)
+            argv.append(f"KCFLAGS=-fdebug-prefix-map={objdir}=.")
     return [*argv, *more]
+
+
+def debug_info(config: Path) -> bool:
+    """Does this .config build with debug info (gcc -g)?"""
+    try:
+        text = config.read_text(errors="replace")
+    except FileNotFoundError:
+        return False
+    return re.search(r"^CONFIG_DEBUG_INFO=y$", text, re.M) is not None
 
 
 def ccache_dir(cache: Cache) -> Path:

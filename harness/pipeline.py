@@ -135,17 +135,36 @@ def tree_lock(tree: source.SourceTree, cache: Cache):
     return cache.lock("objdirs", digest(str(tree.path)))
 
 
+# the object directory of a tree the harness owns (a Debian import, a git
+# worktree): a direct subdirectory, so that kbuild names the sources `../`
+# (srctree := ..) and every compile command is the same whatever the tree's
+# path: ccache hits the objects of another tree of the same files
+OBJDIR = "harness-obj"
+
+
+def objdir_path(tree: source.SourceTree, cache: Cache) -> Path:
+    """Where `tree` builds: inside a tree the harness owns; in the cache for a
+    user's working tree (nothing writes there)."""
+    if tree.working_tree:
+        return cache.entry("objdirs", digest(str(tree.path)))
+    return tree.path / OBJDIR
+
+
 @contextlib.contextmanager
 def objdir_for(tree: source.SourceTree, cache: Cache):
     """The tree's object directory (kept for incremental builds), locked: one
     kconfig+build at a time writes it."""
     with tree_lock(tree, cache):
-        objdir = cache.entry("objdirs", digest(str(tree.path)))
+        objdir = objdir_path(tree, cache)
         if tree.fresh and objdir.exists():
             # the tree was imported again under it: files put back to older
             # contents keep older mtimes than objects built from newer ones,
             # and make would link those objects; a cold build is the price
             shutil.rmtree(objdir)
+        objdir.mkdir(parents=True, exist_ok=True)
+        # git leaves it alone in the tree (kbuild writes the same file)
+        if not (objdir / ".gitignore").exists():
+            (objdir / ".gitignore").write_text("# the harness's object directory\n*\n")
         yield objdir
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import overrides
+from harness import overrides, pipeline
 
 from ..conftest import REPO
 
@@ -65,13 +65,15 @@ def user(kernel, guest_image, modules_disk, cache, kernel_tree):
     user_cache.mkdir(parents=True)
     for part in COPIED:
         # of the source trees only the quickstart's (each other version is
-        # another ~2.4 GB to copy and chown)
+        # another ~2.4 GB to copy and chown), without its object directory
+        # (the kernel is a cache hit)
         src_part = kernel_tree.path.parent if part == "source" else cache.root / part
         dst_part = (user_cache / part / src_part.name if part == "source"
                     else user_cache / part)
         if src_part.is_dir():
             shutil.copytree(src_part, dst_part, symlinks=True,
-                            ignore=shutil.ignore_patterns(".*.lock", ".*.tmp.*"))
+                            ignore=shutil.ignore_patterns(".*.lock", ".*.tmp.*",
+                                                          pipeline.OBJDIR))
     # the copied tree's files have new inodes and ctimes: git would hash all
     # of them again at the series' first checkout; size and mtime are kept
     for tree in (user_cache / "source").glob("*/tree"):

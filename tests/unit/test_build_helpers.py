@@ -147,3 +147,24 @@ def test_first_errors_says_when_the_sandbox_stopped_the_build(monkeypatch):
     assert "sandbox" not in first_errors(ERROR_LOG)
     monkeypatch.setenv("HARNESS_SANDBOX", "none")
     assert "sandbox" not in first_errors(log)
+
+
+def test_with_debug_info_the_object_directory_is_mapped_out_of_the_ccache_hash(
+        tmp_path, monkeypatch):
+    """gcc -g makes ccache hash the compile directory: the prefix map takes
+    it out, so another tree's object directory hits; without -g nothing is
+    added (the compile commands, and ccache's keys, stay as they were)."""
+    import shutil
+    from pathlib import Path
+
+    from harness.build import make_argv
+    from harness.plan import BuildSpec
+    monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
+    objdir = Path(tmp_path) / "tree" / "harness-obj"
+    objdir.mkdir(parents=True)
+    (objdir / ".config").write_text("CONFIG_DEBUG_INFO_NONE=y\n# CONFIG_DEBUG_INFO is not set\n")
+    assert not any(a.startswith("KCFLAGS=") for a in make_argv(objdir, BuildSpec()))
+    (objdir / ".config").write_text("CONFIG_DEBUG_INFO=y\nCONFIG_DEBUG_INFO_DWARF5=y\n")
+    assert f"KCFLAGS=-fdebug-prefix-map={objdir}=." in make_argv(objdir, BuildSpec())
+    assert not any(a.startswith("KCFLAGS=")
+                   for a in make_argv(objdir, BuildSpec(ccache=False)))

@@ -77,10 +77,25 @@ def test_a_tree_imported_again_does_not_reuse_the_old_object_directory(tmp_path)
     cache = Cache(tmp_path / "cache")
     tree = SourceTree(tmp_path / "tree", "c0ffee", "7.2.13", "test")
     with pipeline.objdir_for(tree, cache) as objdir:
-        objdir.mkdir(parents=True)
         (objdir / "rxe.o").write_text("built from a series' rxe.c")
     with pipeline.objdir_for(tree, cache) as objdir:           # the same tree: kept
         assert (objdir / "rxe.o").exists()
     fresh = SourceTree(tmp_path / "tree", "c0ffee", "7.2.13", "test", fresh=True)
     with pipeline.objdir_for(fresh, cache) as objdir:          # imported again: cold
-        assert not objdir.exists()
+        assert not (objdir / "rxe.o").exists()
+
+
+def test_a_harness_tree_builds_in_its_own_subdirectory_a_working_tree_in_the_cache(tmp_path):
+    """kbuild names the sources `../` from a direct subdirectory of the tree:
+    the compile commands of two trees of the same files are the same, and
+    ccache hits across them. A user's working tree is never written."""
+    from harness.source import SourceTree
+    cache = Cache(tmp_path / "cache")
+    owned = SourceTree(tmp_path / "cache/source/k/tree", "c0ffee", "7.2.13", "test")
+    with pipeline.objdir_for(owned, cache) as objdir:
+        assert objdir.parent == owned.path
+        assert (objdir / ".gitignore").read_text().splitlines()[-1] == "*"
+    user = SourceTree(tmp_path / "linux", "c0ffee", "7.2.13", "test", working_tree=True)
+    with pipeline.objdir_for(user, cache) as objdir:
+        assert cache.root in objdir.parents
+        assert not (tmp_path / "linux").exists()
