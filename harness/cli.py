@@ -113,6 +113,10 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="the runs' index the run is added to (default: "
                              "<runs-dir>/history.sqlite)")
     if parser.prog.split()[-1] not in ("boot", "reload"):
+        parser.add_argument("--suites", default=None, metavar="auto|all|A,B",
+                            help="which suites run: auto (default) the plan's, and with a "
+                                 "series those whose covered files it touches (each says "
+                                 "why); all: every suite the plan can run; A,B: these only")
         parser.add_argument("--keep-on-failure", action="store_true",
                             help="a failing run keeps its nodes up for inspection (harness "
                                  "ssh / console / stop; they stop by themselves after --ttl)")
@@ -229,6 +233,7 @@ def _run_command(args: argparse.Namespace, console, scratch: Path) -> int:
         elif choices.command == "run":
             read = resolve.read_series(plan.series, scratch)
         plan = resolve.plan_for(plan, choices, read or ())
+        plan, selection = resolve.select_suites(plan, choices, read or ())
         if args.history is not None:    # the run adds itself to it: never to another file
             history_db.writable(args.history)
         cache = Cache(args.cache_dir)
@@ -246,11 +251,12 @@ def _run_command(args: argparse.Namespace, console, scratch: Path) -> int:
         try:
             return devloop_cli.keep_run(plan, args, console,
                                         "boot" if args.command == "boot" else "failure",
-                                        series=read)
+                                        series=read, selection=selection)
         except HarnessError as exc:
             console.print(f"[bold red]error:[/] {printable(str(exc))}")
             return exc.exit_code
-    result = run(plan, args.runs_dir, cache, console, args.history, series=read)
+    result = run(plan, args.runs_dir, cache, console, args.history, series=read,
+                 selection=selection)
     if plan.bisect:
         from .bisect import auto
         result = auto.after_run(plan, result, args.runs_dir, cache, console, args.history)
@@ -268,6 +274,7 @@ def choices_of(args: argparse.Namespace):
         test_each=bool(getattr(args, "test_each", False)),
         each_suites=getattr(args, "each_suites", None),
         keep_on_failure=bool(getattr(args, "keep_on_failure", False)),
+        suites=getattr(args, "suites", None),
         tree=getattr(args, "tree", None), ref=getattr(args, "ref", None))
 
 

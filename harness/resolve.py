@@ -20,9 +20,10 @@ from . import image, kconfig, series, source, suites
 from .errors import EXIT_INFRA, HarnessError, PlanError
 from .inputs import not_option, quote
 from .plan import WORKING_TREE, Plan, check_select, check_working_tree
+from .results.model_series import SuiteChoice
 from .series import SeriesSpec
 from .source import working
-from .suites import expectations
+from .suites import choose, expectations
 from .suites import needs as suite_needs
 
 # what one series ref gave: the series read, or None for a message-id (b4
@@ -62,6 +63,7 @@ class Choices:
     keep_on_failure: bool = False
     tree: Path | None = None             # series check --tree
     ref: str | None = None               # series check --ref
+    suites: str | None = None            # --suites auto | all | a,b
 
     def chosen(self) -> set[str]:
         """The plan keys --set gave (they win over what a series brings)."""
@@ -97,6 +99,45 @@ def plan_for(plan: Plan, choices: Choices, read: Read) -> Plan:
     if choices.bisect:
         changes["bisect"] = True
     return dataclasses.replace(plan, **changes) if changes else plan
+
+
+def select_suites(plan: Plan, choices: Choices, read: Read
+                  ) -> tuple[Plan, choose.Selection | None]:
+    """The suites of a run with a series (or --suites), each with why it runs
+    or not: the plan's always; with `--suites auto` (the default) those whose
+    covered paths the series touches, unless --set suites or the series'
+    series.yaml named them; `all` every suite the plan can run; `a,b` these.
+    (plan, None) when nothing is chosen beyond the plan (no series)."""
+    mode = (choices.suites or "auto").strip()
+    if mode not in ("auto", "all"):
+        names = tuple(dict.fromkeys(n.strip() for n in mode.split(",") if n.strip()))
+        unknown = [n for n in names if n not in suites.SUITES]
+        if not names or unknown:
+            what = f"unknown suite(s) {', '.join(unknown)}" if unknown else "no suite named"
+            raise PlanError(f"--suites {quote(mode)}: {what} (auto, all, or a comma-separated "
+                            f"list of {', '.join(suites.SUITES)})")
+        return dataclasses.replace(plan, suites=names), choose.fixed(names, "--suites")
+    if "suites" in choices.chosen():
+        return plan, (choose.fixed(plan.suites, "--set suites") if plan.series else None)
+    if mode == "auto" and not plan.series:
+        return plan, None
+    specs = [s for s in read if s is not None]
+    if mode == "auto" and any(s.suites for s in specs):
+        brought = {t for s in specs for t in s.suites}
+        return plan, choose.fixed(plan.suites, "series.yaml", named=brought)
+    patches: list[tuple[int, str]] = []
+    for spec in specs:
+        for patch in spec.patches:
+            patches.append((len(patches) + 1, patch.path.read_text(errors="replace")))
+    recipe = image.load_recipe(plan.image)
+    chosen = choose.choose(plan.suites, patches, plan.kconfig.fragments, recipe.packages,
+                           plan.kconfig.base, narrow=not plan.select, every=mode == "all")
+    if len(specs) < len(read):
+        chosen = dataclasses.replace(chosen, choices=chosen.choices + (SuiteChoice(
+            "(message-id)", False, "a series fetched by message-id is read in the series "
+            "stage: its files choose nothing; name suites with --suites"),))
+    return (dataclasses.replace(plan, suites=chosen.suites,
+                                select=chosen.select or plan.select), chosen)
 
 
 def check_choices(plan: Plan, choices: Choices) -> None:

@@ -37,6 +37,7 @@ from .results.verdict import decide, flaky_warnings
 from . import testeach
 from .results.writers import write_json, write_junit
 from .suites import expectations
+from .suites.choose import Selection
 
 
 def new_run_dir(runs_dir: Path, plan: Plan) -> tuple[str, Path]:
@@ -53,14 +54,16 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
         console: Console | None = None, history_db: Path | None = None, *,
         body: Callable[[Run], None] | None = None,
         keep: Callable[[Run], bool] | None = None,
-        series: resolve.Read | None = None) -> RunResult:
+        series: resolve.Read | None = None,
+        selection: Selection | None = None) -> RunResult:
     """Run `plan`; the run is indexed in `history_db` (default
     <runs_dir>/history.sqlite) when it ends. `body`: the stages (default all
     of them; `harness boot` stops after the boot, `harness reload` works on
     nodes it attached to); `keep(state)`, asked once the stages end: True
     leaves the nodes running (devloop/: `harness boot`, --keep-on-failure),
     their consoles read as they are. `series`: the plan's series as the
-    command line read them (resolve.read_series), not read again."""
+    command line read them (resolve.read_series), not read again; `selection`:
+    why each suite runs or not (resolve.select_suites), printed and recorded."""
     progress = Progress(console)
     started = datetime.datetime.now().isoformat(timespec="seconds")
     try:
@@ -77,6 +80,10 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
         return RunResult(run_id="", plan=plan.name, started=started,
                          exit_code=exc.exit_code, error=str(exc))
     result = RunResult(run_id=run_id, plan=plan.name, started=started)
+    if selection is not None:
+        result.selection = list(selection.choices)
+        for line in selection.lines():
+            progress.say(line)
     state = Run(plan, cache or Cache(), run_dir / "logs", result, Stages(result, progress),
                 progress, run_dir, series_read=series)
     history_db = history_db or history.default_path(runs_dir)

@@ -107,10 +107,11 @@ def boot_command(plan, args, console: Console) -> int:
     return keep_run(plan, args, console, "boot")
 
 
-def keep_run(plan, args, console: Console, why: str, series=None) -> int:
+def keep_run(plan, args, console: Console, why: str, series=None, selection=None) -> int:
     """A run in a detached child that keeps its nodes up (`why`: boot, or
     failure: only when the run fails) and lives on as their supervisor.
-    `series`: the plan's series as the command line read them."""
+    `series`: the plan's series as the command line read them; `selection`:
+    why its suites run (resolve.select_suites)."""
     ttl = parse_ttl(args.ttl or DEFAULT_TTL)
     cache = Cache(args.cache_dir)
 
@@ -128,7 +129,7 @@ def keep_run(plan, args, console: Console, why: str, series=None) -> int:
 
         body = functools.partial(runner.stages, test=False) if why == "boot" else None
         result = runner.run(plan, args.runs_dir, cache, console, args.history,
-                            body=body, keep=keep, series=series)
+                            body=body, keep=keep, series=series, selection=selection)
         if not kept:
             return result.exit_code
         state, until = kept[0]

@@ -22,6 +22,7 @@ from .model_bisect import BisectResult as BisectResult
 from .model_series import ConfigChange as ConfigChange
 from .model_series import PatchResult as PatchResult
 from .model_series import SeriesResult as SeriesResult
+from .model_series import SuiteChoice as SuiteChoice
 from .readback import read_results
 
 
@@ -345,6 +346,8 @@ class RunResult:
     staged: list[StagedFile] | None = field(default=None, metadata=OMIT)
     kconfig: KconfigResult = field(default_factory=KconfigResult)
     series: list[SeriesResult] = field(default_factory=list)
+    # why each suite ran or not, in a run with a series or --suites (suites/choose.py)
+    selection: list[SuiteChoice] | None = field(default=None, metadata=OMIT)
     perf: PerfComparison | None = field(default=None, metadata=EMPTY)
     warnings: list[WarningRecord] = field(default_factory=list)
     expectations: ExpectationsSummary | None = field(default=None, metadata=EMPTY)

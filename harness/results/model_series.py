@@ -69,3 +69,18 @@ class SeriesResult:
     base: str                      # the kernel version or commit it targets
     upstream: str                  # lore message-id or URL ("" if none)
     patches: list[PatchResult] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SuiteChoice:
+    """Why a suite runs in a run with a series, or why it was left out
+    (results.json `selection`, suites/choose.py)."""
+    suite: str
+    chosen: bool
+    # plan (the plan's suites, always run) | series.yaml (the series named it)
+    # | --suites (the command line) | files (a touched file it covers) |
+    # symbols (a Kconfig symbol it covers) | left out: untouched | needs | no-covers
+    why: str
+    by: str = ""                   # the file or symbol that chose it, "patch N: path"
+    rows: tuple[str, ...] = ()     # narrowed to these rows (() = the whole suite)
+    note: str = ""                 # what was missing, or what else it covers

@@ -21,6 +21,8 @@ pytest module(s) and a suite.yaml:
     providers: [rxe, siw]            # the RDMA provider matrix, if it has one
     timeouts: {run: 180}             # seconds, by name, read by its tests
     defaults: {modules: [rdma_rxe]}  # plan values used when the plan has none
+    covers:                          # what a series must touch to choose it
+      paths: [drivers/infiniband/sw/rxe/**]    # (covers.py says how)
 
 Beside it, optionally: parse.py (pure parsers of the suite's output, what its
 unit tests import), expectations.yaml (known failures, see expectations.py),
@@ -38,12 +40,15 @@ from typing import Any
 from ..errors import EXIT_BAD_INPUT, SuiteError
 from ..inputs import load_yaml
 from ..vm import ExtraDevices
+from .covers import Covers
+from .covers import parse as parse_covers
 
 SUITES_DIR = Path(__file__).resolve().parent
 SPEC_FILE = "suite.yaml"
 EXPECTATIONS_FILE = "expectations.yaml"
 
-_KEYS = {"name", "description", "tests", "needs", "providers", "timeouts", "defaults"}
+_KEYS = {"name", "description", "tests", "needs", "providers", "timeouts", "defaults",
+         "covers"}
 _NEEDS = {"fragments", "packages", "artifacts", "devices"}
 _DEVICE_KEYS = {"files", "args"}
 # plan keys a suite may give a default for
@@ -68,6 +73,7 @@ class SuiteSpec:
     providers: tuple[str, ...] = ()
     timeouts: dict[str, float] = field(default_factory=dict, hash=False)
     defaults: dict[str, tuple[str, ...]] = field(default_factory=dict, hash=False)
+    covers: Covers = field(default_factory=Covers)  # what a series must touch to choose it
 
     @property
     def files(self) -> tuple[Path, ...]:
@@ -192,7 +198,8 @@ def parse(path: Path) -> SuiteSpec:
                     devices=_devices(f"{where}: needs: devices", needs.get("devices"))),
         providers=_strings(f"{where}: providers", data.get("providers")),
         timeouts=_timeouts(f"{where}: timeouts", data.get("timeouts")),
-        defaults={str(k): _strings(f"{where}: defaults: {k}", v) for k, v in defaults.items()})
+        defaults={str(k): _strings(f"{where}: defaults: {k}", v) for k, v in defaults.items()},
+        covers=parse_covers(f"{where}: covers", data.get("covers")))
 
 
 def discover(root: Path = SUITES_DIR) -> dict[str, SuiteSpec]:

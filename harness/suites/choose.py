@@ -1,0 +1,118 @@
+"""The series chooses its suites: the plan's suites always run; a suite whose
+suite.yaml `covers` a file (or Kconfig symbol) the series touches is added,
+when the plan can run it (its fragments and packages); inside a suite, a
+series that reaches it only through a `narrow` entry's paths runs only that
+entry's rows (pyverbs' ODP cases for rxe's ODP file). Every suite gets a
+record saying why it runs or why not (results.json `selection`): none is
+dropped silently. Pure: resolve.py hands it the series' patches."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..results.model_series import SuiteChoice
+from . import needs, registry
+from .covers import match, touched_files, touched_symbols
+
+
+@dataclass(frozen=True)
+class Selection:
+    suites: tuple[str, ...]              # what runs, the plan's first
+    select: tuple[str, ...]              # row globs narrowing it (() = whole suites)
+    choices: tuple[SuiteChoice, ...]     # one per known suite
+
+    def lines(self) -> list[str]:
+        """One line per suite, as a run prints them."""
+        return [describe(c) for c in self.choices]
+
+
+def describe(choice: SuiteChoice) -> str:
+    rows = f", only {', '.join(choice.rows)}" if choice.rows else ""
+    note = f" ({choice.note})" if choice.note else ""
+    if choice.chosen:
+        why = {"plan": "the plan's suites", "series.yaml": "the series names it",
+               "--suites": "--suites names it", "--set suites": "--set suites names it",
+               "all": "--suites all"}.get(
+            choice.why, f"{choice.by} touches what it covers")
+        return f"suite {choice.suite}: runs: {why}{rows}{note}"
+    why = {"untouched": "the series touches nothing it covers",
+           "no-covers": "it covers no kernel paths (a plan, a series.yaml or --suites "
+                        "chooses it)",
+           "needs": f"{choice.by} chose it, but the plan cannot run it"}.get(choice.why,
+                                                                            choice.why)
+    return f"suite {choice.suite}: left out: {why}{note}"
+
+
+def _expand(rows: tuple[str, ...], suite: registry.SuiteSpec) -> list[str]:
+    out: list[str] = []
+    for row in rows:
+        if "{provider}" in row:
+            out += [row.replace("{provider}", p) for p in suite.providers or ("rxe",)]
+        else:
+            out.append(row)
+    return [f"{suite.name} {r}" for r in out]
+
+
+def choose(plan_suites: tuple[str, ...], patches: list[tuple[int, str]],
+           fragments: tuple[str, ...], packages: tuple[str, ...], base: str = "",
+           narrow: bool = True, every: bool = False) -> Selection:
+    """The suites for a series whose patches are `patches` ((index, text),
+    1-based) on top of the plan's suites. `narrow`: a suite chosen by files
+    may run part of its rows (False when the plan already selects rows).
+    `every`: --suites all, every suite the plan can run."""
+    files = [(i, f) for i, text in patches for f in touched_files(text)]
+    symbols = [(i, s) for i, text in patches for s in sorted(touched_symbols(text))]
+    chosen: list[str] = list(plan_suites)
+    choices: list[SuiteChoice] = []
+    narrowed: dict[str, list[str]] = {}
+    for name, spec in registry.suites().items():
+        hits = [(i, f, g) for i, f in files if (g := match(spec.covers.paths, f))]
+        by = next((f"patch {i}: {f}" for i, f, _ in hits), "")
+        if not by and (found := next(((i, s) for i, s in symbols
+                                      if s in spec.covers.symbols), None)):
+            by = f"patch {found[0]}: CONFIG_{found[1]}"
+        if name in plan_suites:
+            note = f"also covers {by}" if by else ""
+            choices.append(SuiteChoice(name, True, "plan", note=note))
+            continue
+        if not (by or every):
+            why = "untouched" if spec.covers else "no-covers"
+            choices.append(SuiteChoice(name, False, why))
+            continue
+        frags, pkgs = needs.missing(name, fragments, packages, base)
+        if frags or pkgs:
+            lack = ", ".join([*(f"fragment {f}" for f in frags),
+                              *(f"package {p}" for p in pkgs)])
+            choices.append(SuiteChoice(name, False, "needs", by=by or "--suites all",
+                                       note=f"it needs {lack}"))
+            continue
+        rows: tuple[str, ...] = ()
+        if narrow and hits and not every and not any(
+                s in spec.covers.symbols for _, s in symbols):
+            entries = [n for n in spec.covers.narrow
+                       if any(match(n.paths, f) for _, f, _ in hits)]
+            if entries and all(any(match(n.paths, f) for n in entries) for _, f, _ in hits):
+                rows = tuple(dict.fromkeys(r for n in entries for r in _expand(n.rows, spec)))
+                narrowed[name] = list(rows)
+        chosen.append(name)
+        choices.append(SuiteChoice(name, True, "all" if every and not by else
+                                   "symbols" if "CONFIG_" in by else "files", by=by,
+                                   rows=rows))
+    select: tuple[str, ...] = ()
+    if narrowed:
+        select = tuple(r for s in chosen for r in (narrowed.get(s) or [f"{s} *"]))
+    return Selection(tuple(chosen), select, tuple(choices))
+
+
+_NOT_NAMED = {"series.yaml": "the series' series.yaml names the suites that validate it",
+              "--suites": "--suites does not name it",
+              "--set suites": "--set suites does not name it"}
+
+
+def fixed(suites: tuple[str, ...], why: str, named: set[str] | None = None) -> Selection:
+    """The record of suites chosen by name, not by files (why: series.yaml,
+    --suites, --set suites); `named`: those `why` chose, when the others of
+    `suites` are the plan's."""
+    choices = [SuiteChoice(n, True, why if named is None or n in named else "plan")
+               if n in suites else SuiteChoice(n, False, _NOT_NAMED.get(why, why))
+               for n in registry.suites()]
+    return Selection(suites, (), tuple(choices))
