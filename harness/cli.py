@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import overrides, plan as plan_mod
 from .errors import HarnessError
-from .inputs import arg_type, check_run_path, dashed_values
+from .inputs import arg_type, check_run_path, count, dashed_values
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
@@ -117,6 +117,11 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                             help="which suites run: auto (default) the plan's, and with a "
                                  "series those whose covered files it touches (each says "
                                  "why); all: every suite the plan can run; A,B: these only")
+        parser.add_argument("--repeat", type=count(1, "runs of the suites"), default=None,
+                            metavar="N",
+                            help="run the suites N times on the booted nodes; a row that "
+                                 "failed in k of N runs fails, marked intermittent k/N "
+                                 "(plan key repeat)")
         parser.add_argument("--keep-on-failure", action="store_true",
                             help="a failing run keeps its nodes up for inspection (harness "
                                  "ssh / console / stop; they stop by themselves after --ttl)")
@@ -274,7 +279,7 @@ def choices_of(args: argparse.Namespace):
         test_each=bool(getattr(args, "test_each", False)),
         each_suites=getattr(args, "each_suites", None),
         keep_on_failure=bool(getattr(args, "keep_on_failure", False)),
-        suites=getattr(args, "suites", None),
+        suites=getattr(args, "suites", None), repeat=getattr(args, "repeat", None),
         tree=getattr(args, "tree", None), ref=getattr(args, "ref", None))
 
 

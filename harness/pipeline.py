@@ -42,7 +42,7 @@ from .results.model import (ConfigChange, CrashRecord, ExpectationsSummary, Kcon
                             Status, TestRecord)
 from .series import check as patchcheck
 from .source import apt
-from .suites import expectations, retry
+from .suites import expectations, repeat, retry
 from .suites.plugin import SuiteContext, SuiteNode
 from .vm import topology
 from .vm import hosts, libvirt, remote
@@ -414,6 +414,17 @@ def run_suites(run: Run, kernel: Kernel, names: tuple[str, ...], log: Path,
     shown = (run.progress or Progress()).for_tests()
     with Watchdog(run.nodes, run.plan.vm.hang_timeout, on_hang=shown.hang):
         done.rows = list(suites.run(names, sctx, log, on_result=shown.row))
+
+        def stopped() -> bool:
+            return bool(run.interrupted or sctx.infra_errors
+                        or not all(n.alive() for n in run.nodes))
+
+        if run.plan.repeat > 1:
+            def again() -> list:
+                return suites.run(names, dataclasses.replace(sctx, records=[]), log,
+                                  on_result=shown.row)
+
+            done.rows = repeat.repeat(done.rows, run.plan.repeat, again, run.say, stopped)
         if run.plan.retries and not run.interrupted and not sctx.infra_errors \
                 and all(n.alive() for n in run.nodes):
             def rerun(again: tuple[str, ...], select: tuple[str, ...]) -> list:

@@ -147,6 +147,9 @@ class Plan:
     # a failing row is run again up to this many times; one that then passes is
     # `flaky` (a warning, never a pass); a crash is never retried away
     retries: int = 0
+    # the suites run this many times on the booted nodes; a row that failed in
+    # k of them fails, marked intermittent "k/N" (suites/repeat.py)
+    repeat: int = 1
     # when the top of the series fails (a test, a perf drop with
     # perf.fail_on_regression, a crash), bisect inside the series
     bisect: bool = False
@@ -293,6 +296,7 @@ RANGES: dict[str, tuple[int, int, str]] = {
     "test_timeout": (1, DAY, "seconds"),
     "modules_cycles": (1, 10000, "load/unload cycles (a soak takes hundreds)"),
     "retries": (0, 10, "runs again of a failing row"),
+    "repeat": (1, 50, "runs of the suites"),
     "bisect_repeat": (1, 50, "runs per bisect step"),
     "perf.repeat": (1, 20, "runs of each perf measurement"),
     "perf.threshold_percent": (1, 1000, "percent"),

@@ -64,6 +64,7 @@ class Choices:
     tree: Path | None = None             # series check --tree
     ref: str | None = None               # series check --ref
     suites: str | None = None            # --suites auto | all | a,b
+    repeat: int | None = None            # --repeat N
 
     def chosen(self) -> set[str]:
         """The plan keys --set gave (they win over what a series brings)."""
@@ -98,6 +99,8 @@ def plan_for(plan: Plan, choices: Choices, read: Read) -> Plan:
             changes["suites"] = suites_now
     if choices.bisect:
         changes["bisect"] = True
+    if choices.repeat is not None:
+        changes["repeat"] = choices.repeat
     return dataclasses.replace(plan, **changes) if changes else plan
 
 

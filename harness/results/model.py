@@ -88,6 +88,8 @@ class TestRecord:
     provider: str = ""   # the RDMA provider the row ran on (rxe, siw), if any
     # times the row was run again after failing (plan key `retries`), if it was
     retries: int | None = field(default=None, metadata=OMIT)
+    # failed in k of the N runs of the plan's `repeat` ("k/N", k < N), if it did
+    intermittent: str | None = field(default=None, metadata=OMIT)
 
     def __post_init__(self) -> None:
         # a caller may still pass the status's string

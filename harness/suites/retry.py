@@ -63,7 +63,10 @@ def to_retry(rows: list[TestRecord], crashes: Iterable[CrashRecord] = (),
     crashed = _crashed_suites(rows, crashes, suite_of or {})
     if crashed is None:
         return []
-    return [r for r in rows if r.status in FAILED and r.suite not in crashed]
+    # a row that failed in some of the plan's repeats only is known to be
+    # intermittent: a retry that passes must not make it a flaky pass
+    return [r for r in rows if r.status in FAILED and r.suite not in crashed
+            and not r.intermittent]
 
 
 def _first_line(message: str) -> str:
