@@ -380,6 +380,7 @@ def test(run: Run) -> None:
                        lambda: run.result.crashes, done)
         finally:
             result.expectations, result.tests = done.expectations, done.rows
+            result.repeats = done.repeats
         if done.errors:
             # the results so far are kept; whether the kernel is to blame is
             # decided from the console by the verdict (a crash or hang: exit 1)
@@ -396,6 +397,8 @@ class SuitesDone:
     rows: list[TestRecord] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)   # dead nodes, the suites' own failures
     expectations: ExpectationsSummary | None = None
+    # the plan's repeat: per run of the suites, the "suite name" of its failed rows
+    repeats: list[list[str]] | None = None
 
 
 def run_suites(run: Run, kernel: Kernel, names: tuple[str, ...], log: Path,
@@ -424,7 +427,9 @@ def run_suites(run: Run, kernel: Kernel, names: tuple[str, ...], log: Path,
                 return suites.run(names, dataclasses.replace(sctx, records=[]), log,
                                   on_result=shown.row)
 
-            done.rows = repeat.repeat(done.rows, run.plan.repeat, again, run.say, stopped)
+            done.repeats = []
+            done.rows = repeat.repeat(done.rows, run.plan.repeat, again, run.say, stopped,
+                                      each=done.repeats)
         if run.plan.retries and not run.interrupted and not sctx.infra_errors \
                 and all(n.alive() for n in run.nodes):
             def rerun(again: tuple[str, ...], select: tuple[str, ...]) -> list:

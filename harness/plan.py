@@ -153,8 +153,11 @@ class Plan:
     # when the top of the series fails (a test, a perf drop with
     # perf.fail_on_regression, a crash), bisect inside the series
     bisect: bool = False
-    # runs per bisect step before a patch is called good
+    # runs per bisect step before a patch is called good (at least)
     bisect_repeat: int = 3
+    # a target that fails in some runs only: a step runs until a commit that
+    # fails at the rate seen would pass them all with a chance under this
+    bisect_error_percent: int = 1
     source_file: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -298,6 +301,7 @@ RANGES: dict[str, tuple[int, int, str]] = {
     "retries": (0, 10, "runs again of a failing row"),
     "repeat": (1, 50, "runs of the suites"),
     "bisect_repeat": (1, 50, "runs per bisect step"),
+    "bisect_error_percent": (1, 50, "percent"),
     "perf.repeat": (1, 20, "runs of each perf measurement"),
     "perf.threshold_percent": (1, 1000, "percent"),
 }

@@ -21,13 +21,14 @@ from ..errors import EXIT_FAIL, HarnessError
 from ..plan import Plan
 from ..report import write_report
 from ..results import history
-from ..results.model import RunResult, SuspectedPatch, first_failure
+from ..results.model import FAILED, RunResult, SuspectedPatch, first_failure
 from ..results.model_bisect import (BisectResult, BisectStepRecord, BisectTarget, FirstBad,
                                     NoopCheck)
 from ..results.safe import printable
 from ..results.summary import bisect_line
 from ..results.writers import write_json, write_junit
-from . import search, session
+from ..suites import registry
+from . import rate, search, session
 from .ranges import SeriesRange
 from .steps import Target
 
@@ -38,8 +39,10 @@ def target_for(result: RunResult) -> tuple[Target, str] | None:
     blame did not settle on one patch. None: nothing a bisect can add."""
     row = first_failure(result.tests)
     if row is not None:
-        return Target(test=f"{row.suite} {row.name}", suite=row.suite), \
-            f"{row.suite} {row.name} {row.status}"
+        rows = rate.target_rows(result.tests)
+        more = f" (and {len(rows) - 1} other failed row(s))" if len(rows) > 1 else ""
+        return Target(test=f"{row.suite} {row.name}", suite=row.suite, tests=rows), \
+            f"{row.suite} {row.name} {row.status}{more}"
     if result.perf is not None and result.perf.fails_run:
         drop = next((w for w in result.warnings if w.kind == "perf-drop" and w.metric), None)
         if drop is not None:
@@ -88,8 +91,12 @@ def after_run(plan: Plan, result: RunResult, runs_dir: Path, cache: Cache,
         if not target.perf:
             top = result.kernel.series_top
             assert top is not None, "a run with patches has the top of its series"
-            seed = search.Step(top, len(rng.labels) - 1, search.BAD, runs=1, bad_runs=1,
-                               run_dirs=[str(run_dir)], note=f"the run that failed: {why}")
+            failing, runs = (rate.failing_runs(result, target.tests) if target.tests
+                             else (1, 1))
+            seed = search.Step(top, len(rng.labels) - 1, search.BAD, runs=runs,
+                               bad_runs=max(1, failing), run_dirs=[str(run_dir)],
+                               note=f"the run that failed: {why}"
+                               + (f" ({failing} of {runs} runs)" if runs > 1 else ""))
         report = session.bisect(step_plan, rng, target, plan.bisect_repeat, runs_dir,
                                 cache, console, seed=seed)
     except HarnessError as exc:
@@ -101,7 +108,7 @@ def after_run(plan: Plan, result: RunResult, runs_dir: Path, cache: Cache,
                       f"{printable(str(run_dir))}` resumes it")
         return result
     result.bisect = record_of(report, time.monotonic() - start)
-    _blame_crashes(result, result.bisect, len(rng.patches) if result.bisect.first_bad else 0)
+    spread_answer(result, result.bisect, len(rng.patches))
     write_json(result, run_dir / "results.json")
     write_junit(result, run_dir / "junit.xml")
     try:
@@ -130,19 +137,38 @@ def record_of(report: dict, seconds: float) -> BisectResult:
                         first_bad=FirstBad(**first) if first else None,
                         confidence=report.get("confidence", 0.0), steps=steps,
                         noop=NoopCheck(**(report.get("noop") or {})),
-                        directory=report.get("directory", ""), seconds=round(seconds, 1))
+                        directory=report.get("directory", ""), seconds=round(seconds, 1),
+                        failure_rate=report.get("failure_rate"),
+                        error_probability=report.get("error_probability"))
 
 
-def _blame_crashes(result: RunResult, bisect: BisectResult, patches: int) -> None:
-    """A crash the bisect looked for is now blamed on the patch it found."""
-    first, crash_text = bisect.first_bad, bisect.target.crash
-    if first is None or first.index is None or not crash_text:
+def spread_answer(result: RunResult, bisect: BisectResult, patches: int) -> None:
+    """The bisect's answer in every record of the failure it looked for: the
+    target's failed rows (`first_bad`) and the crashes it matched, or that
+    happened in a test of the target's suites (`suspected_patch`, how
+    bisect): one results.json, one answer."""
+    first, target = bisect.first_bad, bisect.target
+    if first is None or first.index is None:
         return
+    answer = f'patch {first.index}/{patches} "{first.subject}"'
+    rows = set(target.tests or ()) | ({target.test} if target.test else set())
+    for i, row in enumerate(result.tests):
+        if row.status in FAILED and (f"{row.suite} {row.name}" in rows or row.name in rows):
+            result.tests[i] = dataclasses.replace(row, first_bad=answer)
+    files = {name: spec.name for spec in registry.suites().values() for name in spec.tests}
+    suites = {t.split(" ", 1)[0] for t in rows} | ({target.suite} if target.suite else set())
     for crash in result.crashes:
-        if crash_text in (crash.signature, crash.title) and crash.counts:
-            earlier = crash.suspected_patch
-            crash.suspected_patch = SuspectedPatch(
-                first.index, (first.index,), "bisect",
-                f"bisect: patch {first.index}/{patches} \"{first.subject}\" "
-                f"is the first with this crash"
-                + (f" (blame had said: {earlier.evidence})" if earlier else ""))
+        if not crash.counts:
+            continue
+        matched = bool(target.crash) and target.crash in (crash.signature, crash.title)
+        in_suite = bool(crash.test) and files.get(crash.test.split("::", 1)[0]) in suites
+        if not (matched or in_suite):
+            continue
+        earlier = crash.suspected_patch
+        if earlier is not None and earlier.how == "bisect":
+            continue
+        what = "this crash" if matched else f"the failure of {target.test or 'its test'}"
+        crash.suspected_patch = SuspectedPatch(
+            first.index, (first.index,), "bisect",
+            f"bisect: {answer} is the first with {what}"
+            + (f" (blame had said: {earlier.evidence})" if earlier else ""))

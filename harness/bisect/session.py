@@ -22,7 +22,7 @@ from ..results.codec import from_plain, to_plain
 from ..results.model import RunResult
 from ..results.model_bisect import NoopCheck
 from ..results.safe import printable
-from . import search
+from . import rate, search
 from .steps import Target, make_oracle, perf_reference
 
 STATE = "bisect.json"
@@ -35,7 +35,10 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
     """Run (or resume) the bisect; the report as written to bisect.json.
     `seed`: a step already known (the failed run that asked for the bisect)
     a new bisect starts from. KeyboardInterrupt propagates after the state
-    is saved and the user told how to resume."""
+    is saved and the user told how to resume. A target of the bad end's
+    rows (`target.tests`) runs each step as often as the failure rate seen
+    so far needs for the plan's bisect_error_percent (rate.py), and the
+    report states the answer's error probability."""
     if target.perf and not target.threshold_percent:
         target = dataclasses.replace(target, threshold_percent=plan.perf.threshold_percent)
     # the reference is learnt on the way (the good end's runs, kept in the state)
@@ -51,9 +54,20 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
         console.print(f"resuming {printable(str(workdir))}: {len(state.steps)} step(s) done")
     console.print(f"bisect over {len(rng.labels) - 1} change(s), target: "
                   f"{printable(target.describe())}; steps in {printable(str(workdir))}")
+    bound = plan.bisect_error_percent / 100
+
+    def runs_for() -> int:
+        found = rate.failure_rate(state.steps)
+        need = rate.runs_needed(found, bound, repeat)
+        if found is not None and found < 1.0:
+            console.print(f"  failure rate so far {found:.2f}: {need} runs for a step "
+                          f"(a bad commit passes them all with a chance under {bound:g})")
+        return need
+
     oracle = make_oracle(rng, target, repeat, workdir / "runs", cache,
                          lambda text: console.print(printable(text)), workdir / "steps.log",
-                         reference=lambda: perf_reference(state), known=lambda: state.steps)
+                         reference=lambda: perf_reference(state), known=lambda: state.steps,
+                         runs_for=runs_for)
 
     def save(current: search.State) -> None:
         write_atomic(state_file, json.dumps(_report(current, None, rng, target), indent=1))
@@ -132,6 +146,16 @@ def _report(state: search.State, outcome: search.Outcome | None, rng, target: Ta
     report.update(message=outcome.message, ends_ok=outcome.ends_ok,
                   candidates=[rng.labels[i] for i in outcome.candidates],
                   confidence=search.confidence(state, outcome), first_bad=None, noop={})
+    if target.tests:
+        found = rate.failure_rate(state.steps)
+        report["failure_rate"] = round(found, 3) if found is not None else None
+        report["error_probability"] = round(rate.error_probability(state.steps, found), 4)
+        good_end = next((s for s in state.steps if s.index == 0), None)
+        if good_end is not None and good_end.verdict == search.BAD:
+            report["message"] = (
+                f"not bisectable at this failure rate: the good end {rng.labels[0][:12]} "
+                f"failed the target in {good_end.bad_runs} of {good_end.runs} run(s) too "
+                f"(the bad steps: {found or 0:.2f} of their runs)")
     if outcome.first_bad is not None:
         step = next(s for s in state.steps if s.index == outcome.first_bad)
         report["first_bad"] = {"position": outcome.first_bad, "commit": step.commit,

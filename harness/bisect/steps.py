@@ -34,7 +34,7 @@ from ..results.baseline import direction, median, worse_percent
 from ..results.model import FAILED, RunResult, Status, first_failure
 from ..results import reproducer
 from ..suites import registry
-from . import twins
+from . import rate, twins
 from .search import BAD, GOOD, SKIP, Step
 
 
@@ -51,6 +51,10 @@ class Target:
     suite: str = ""
     threshold_percent: float = 0.0
     reference: float | None = None
+    # every row that failed at the bad end ("suite name", exact): a step is
+    # bad when any of them fails (an intermittent failure may hit another row
+    # each time); its runs are repeats in one boot (plan key repeat)
+    tests: tuple[str, ...] = ()
 
     @property
     def perf_row(self) -> str:
@@ -68,8 +72,13 @@ class Target:
                     f"{self.reference:g} (the good end's median)")
             perf = (f"{self.perf_row} {self.perf_metric} more than "
                     f"{self.threshold_percent:g}% {what} than {than}")
-        return " and ".join(filter(None, [f"rows matching {self.test!r} fail"
-                                          if self.test else "",
+        rows = ""
+        if self.tests:
+            more = f" or {len(self.tests) - 1} other row(s) that failed at the bad end" \
+                if len(self.tests) > 1 else ""
+            rows = f"{self.tests[0]!r}{more} fails"
+        return " and ".join(filter(None, [rows, f"rows matching {self.test!r} fail"
+                                          if self.test and not self.tests else "",
                                           f"a crash matching {self.crash!r}"
                                           if self.crash else "", perf]))
 
@@ -118,6 +127,9 @@ def narrow(plan: Plan, target: Target) -> Plan:
     # perf target is judged against the good end
     plan = dataclasses.replace(plan, retries=0, perf=dataclasses.replace(
         plan.perf, baseline="none", fail_on_regression=False))
+    if target.tests and not target.crash:
+        names = tuple(dict.fromkeys(t.split(" ", 1)[0] for t in target.tests))
+        return dataclasses.replace(plan, suites=names, select=target.tests)
     if target.crash or not (target.test or target.perf):
         return plan
     glob = target.perf_row if target.perf else target.test
@@ -248,7 +260,16 @@ def classify(result: RunResult, target: Target) -> tuple[str, str]:
     before = _before_tests(result)
     if before:
         return SKIP, before
-    if target.test:
+    if target.tests:
+        wanted = set(target.tests)
+        rows = [t for t in result.tests if f"{t.suite} {t.name}" in wanted]
+        bad = [t for t in rows if t.status in FAILED]
+        if bad:
+            return BAD, f"{bad[0].suite} {bad[0].name}: {bad[0].status}" + (
+                f" ({bad[0].intermittent} runs)" if bad[0].intermittent else "")
+        if not rows:
+            return SKIP, "no row of the target ran"
+    elif target.test:
         rows = matching_rows(result, target.test)
         bad = [t for t in rows if t.status in FAILED]
         if bad:
@@ -261,16 +282,24 @@ def classify(result: RunResult, target: Target) -> tuple[str, str]:
 def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
                 say: Callable[[str], None], log: Path,
                 reference: Callable[[], float | None] = lambda: None,
-                known: Callable[[], list[Step]] = list) -> Callable[[int], Step]:
+                known: Callable[[], list[Step]] = list,
+                runs_for: Callable[[], int] | None = None) -> Callable[[int], Step]:
     """oracle(index): run the plan for that commit (narrowed to the target)
     up to `repeat` times. A test or crash target: bad at the first bad run;
     a step whose kernel is byte-identical to a judged step's (`known()`) but
     got the other verdict runs again to settle it (twins.py). A perf target:
     every run is done and the step judged on their median against
-    `reference()` (the good end's median; index 0 measures it)."""
+    `reference()` (the good end's median; index 0 measures it). A target of
+    the bad end's failed rows (`target.tests`): one boot, the suites
+    `runs_for()` times in it (rate.py: enough for the stated error), bad
+    when a target row failed in any of them."""
+    in_boot = bool(target.tests) and not target.crash and not target.perf
+
     def oracle(index: int) -> Step:
         plan = dataclasses.replace(narrow(rng.plan_for(index), target),
                                    name=f"{rng.plan.name}-bisect-{index}")
+        if in_boot:
+            plan = dataclasses.replace(plan, repeat=runs_for() if runs_for else repeat)
         step = Step(rng.labels[index], index, GOOD)
         start = time.monotonic()
         notes: list[str] = []
@@ -286,10 +315,14 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
             step.run_dirs.append(str(runs_dir / result.run_id))
             if commit := result.kernel.series_top or result.kernel.commit:
                 step.commit = commit
+            if in_boot and not _before_tests(result) and result.tests:
+                failing, made = rate.failing_runs(result, target.tests)
+                step.runs += made - 1
+                step.bad_runs += failing
             return result
 
         verdicts: list[str] = []
-        for attempt in range(1, repeat + 1):
+        for attempt in range(1, (1 if in_boot else repeat) + 1):
             result = one_run()
             if target.perf:
                 value, why = perf_value(result, target)
@@ -304,7 +337,9 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
                     step.values.append(value)
                 continue
             verdict, why = classify(result, target)
-            say(f"  {label} run {attempt}/{repeat}: {verdict}"
+            counted = (f"{step.bad_runs} of {step.runs} runs failed the target in one "
+                       "boot" if in_boot else f"run {attempt}/{repeat}")
+            say(f"  {label} {counted}: {verdict}"
                 + (f" ({why})" if why else "") + f", {result.run_id}")
             step.build = step.build or twins.fingerprint(result, cache)
             if verdict == SKIP:
@@ -312,9 +347,12 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
                 break
             verdicts.append(verdict)
             if verdict == BAD:
-                step.verdict, step.bad_runs = BAD, step.bad_runs + 1
-                notes.append(why)
+                step.verdict = BAD
+                step.bad_runs += 0 if in_boot else 1
+                notes.append(f"{why}; {counted}" if in_boot else why)
                 break        # reproduced here: more runs cannot make it good
+            if in_boot:
+                notes.append(f"passed {step.runs} runs in one boot")
         other = None if target.perf else twins.twin(step, known())
         if other is not None:
             other_label = rng.labels[other.index][:12]
@@ -326,7 +364,7 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
                     + (f" ({why})" if why else ""))
                 if verdict in (GOOD, BAD):
                     verdicts.append(verdict)
-                    step.bad_runs += verdict == BAD
+                    step.bad_runs += verdict == BAD and not in_boot
             step.verdict = twins.settle(verdicts, other)
             notes.insert(0, twins.settled_note(step.verdict, other_label, other, verdicts))
         step.seconds = round(time.monotonic() - start, 1)

@@ -90,6 +90,8 @@ class TestRecord:
     retries: int | None = field(default=None, metadata=OMIT)
     # failed in k of the N runs of the plan's `repeat` ("k/N", k < N), if it did
     intermittent: str | None = field(default=None, metadata=OMIT)
+    # the automatic bisect's answer for this failure: 'patch 2/3 "<subject>"'
+    first_bad: str | None = field(default=None, metadata=OMIT)
 
     def __post_init__(self) -> None:
         # a caller may still pass the status's string
@@ -143,7 +145,7 @@ class SuspectedPatch:
     """Which patch of the series a crash most likely comes from (results/blame.py)."""
     patch: int | None              # the patch index when one patch is to blame
     candidates: tuple[int, ...]    # every patch that remains possible
-    how: str                       # blame | frames | module
+    how: str                       # blame | frames | module | bisect
     evidence: str
 
 
@@ -342,6 +344,9 @@ class RunResult:
     kernel: KernelInfo = field(default_factory=KernelInfo)
     stages: list[StageRecord] = field(default_factory=list)
     tests: list[TestRecord] = field(default_factory=list)
+    # the plan's repeat (N > 1): per run of the suites, the "suite name" of the
+    # rows that failed in it (a row's `intermittent` counts these)
+    repeats: list[list[str]] | None = field(default=None, metadata=OMIT)
     crashes: list[CrashRecord] = field(default_factory=list)
     nodes: list[NodeRecord] = field(default_factory=list)
     # what a remote libvirt host got in its pool (absent for local runs)

@@ -42,6 +42,8 @@ class BisectTarget:
     # a perf target: how much worse (percent) is bad, and the good end's median
     threshold_percent: float | None = field(default=None, metadata=OMIT)
     reference: float | None = field(default=None, metadata=OMIT)
+    # every row that failed at the bad end: a step is bad when any fails
+    tests: list[str] | None = field(default=None, metadata=OMIT)
 
 
 @dataclass(frozen=True)
@@ -80,3 +82,7 @@ class BisectResult:
     noop: NoopCheck = field(default_factory=NoopCheck)
     directory: str = ""                     # the bisect's own directory (bisect.json)
     seconds: float = 0.0
+    # a target of the bad end's rows (bisect/rate.py): the failing runs over the
+    # runs of the steps judged bad, and the chance that the answer is wrong
+    failure_rate: float | None = field(default=None, metadata=OMIT)
+    error_probability: float | None = field(default=None, metadata=OMIT)

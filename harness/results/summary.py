@@ -189,8 +189,13 @@ def bisect_line(bisect: BisectResult, total: int) -> str:
         return f"bisect: no first bad patch: {bisect.message}"
     runs = sum(s.runs for s in bisect.steps)
     where = f"patch {first.index}/{total}" if first.series else first.commit[:12]
+    stated = ""
+    if bisect.error_probability is not None and bisect.failure_rate is not None \
+            and bisect.failure_rate < 1.0:
+        stated = (f", failure rate {bisect.failure_rate:g}, error probability "
+                  f"{bisect.error_probability:.2g}")
     line = (f"first bad: {where} \"{first.subject}\" ({len(bisect.steps)} steps, "
-            f"{runs} runs, confidence {bisect.confidence}; {bisect.directory})")
+            f"{runs} runs, confidence {bisect.confidence}{stated}; {bisect.directory})")
     if bisect.noop.suspect:
         line += f"; suspect: {bisect.noop.why}"
     return line

@@ -58,12 +58,19 @@ def _note(first: TestRecord, records: list[TestRecord]) -> str:
     return f"{first.message}\n{note}" if first.message else note
 
 
+def failed_names(rows: list[TestRecord]) -> list[str]:
+    """"suite name" of the rows of one run that failed or errored."""
+    return list(dict.fromkeys(f"{r.suite} {r.name}" for r in rows if r.status in FAILED))
+
+
 def repeat(first: list[TestRecord], times: int, rerun: Rerun,
            say: Callable[[str], None] | None = None,
-           stop: Callable[[], bool] = lambda: False) -> list[TestRecord]:
+           stop: Callable[[], bool] = lambda: False,
+           each: list[list[str]] | None = None) -> list[TestRecord]:
     """`first` (the suites' first run) with `times - 1` more runs of
     `rerun()`, merged; `stop()` True ends the repeats early (a node died, an
-    interrupt): the rows are judged over the runs made."""
+    interrupt): the rows are judged over the runs made. `each` gets, per run,
+    the rows that failed in it (failed_names): what a bisect counts runs by."""
     runs = [list(first)]
     for n in range(2, times + 1):
         if stop():
@@ -73,6 +80,8 @@ def repeat(first: list[TestRecord], times: int, rerun: Rerun,
         if say:
             say(f"repeat {n} of {times}")
         runs.append(rerun())
+    if each is not None:
+        each.extend(failed_names(rows) for rows in runs)
     return merge(runs)
 
 
