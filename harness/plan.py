@@ -104,9 +104,13 @@ class PerfSpec:
     # earlier run of this plan (same name) in the runs directory with perf
     # metrics, a run id (runs/<id>), or "none" for no comparison
     baseline: str = ""
-    # flag a throughput drop / latency rise larger than this (percent); a
-    # warning unless fail_on_regression (TCG numbers are noisy)
-    threshold_percent: int = 30
+    # a throughput drop / latency rise is flagged when the median moved by more
+    # than this (percent) AND, with samples on both sides (repeat > 1), a
+    # one-sided Mann–Whitney test says so at level `alpha`; without samples
+    # the medians alone, with at least 30% (results/perfstats.py). A warning
+    # unless fail_on_regression (TCG numbers are noisy)
+    threshold_percent: int = 10
+    alpha: float = 0.01
     # a flagged drop fails the run (exit 1) instead of warning
     fail_on_regression: bool = False
     # runs of each perf measurement; the verdict and the comparison use the median
@@ -193,6 +197,8 @@ def _convert(value: Any, tp: Any, where: str, src: str) -> Any:
         return value
     if tp is int and isinstance(value, int) and not isinstance(value, bool):
         return value
+    if tp is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
     if tp is str and isinstance(value, (str, int, float)) and not isinstance(value, bool):
         return str(value)
     name = getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
@@ -335,6 +341,9 @@ def _check(plan: Plan, src: str) -> None:
         number = value(plan, key)
         if not low <= number <= high:
             raise PlanError(f"{src}: {key}: between {low} and {high} {unit}, got {number}")
+    if not 0.0 < plan.perf.alpha < 0.5:
+        raise PlanError(f"{src}: perf.alpha: a test level between 0 and 0.5 (e.g. 0.01, "
+                        f"the chance that a clean pair alarms), got {plan.perf.alpha}")
     _check_kernel(plan.kernel, src)
     check_working_tree(plan, src)
     if plan.kernel.source == "git" and not plan.kernel.tree:

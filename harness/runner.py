@@ -205,7 +205,8 @@ def _finish(state: Run, keep: Callable[[Run], bool] | None = None) -> None:
         result.crashes += node_crashes(node.name, node.console_text(node.console_start),
                                        attribution, node.hang, hang_line)
     result.perf, result.warnings = baseline.compare_run(
-        result, state.run_dir.parent, plan.perf.baseline, plan.perf.threshold_percent)
+        result, state.run_dir.parent, plan.perf.baseline, plan.perf.threshold_percent,
+        plan.perf.alpha)
     drops = result.warnings if plan.perf.fail_on_regression else []
     if result.perf is not None and plan.perf.fail_on_regression:
         result.perf = dataclasses.replace(result.perf, fails_run=True)

@@ -128,7 +128,8 @@ def record_of(report: dict, seconds: float) -> BisectResult:
     as bisect.json holds it): its values as they are, so the section reads as
     the report does (the target's set fields only, the plan's threshold an
     integer)."""
-    steps = [BisectStepRecord(**{**step, "build": step.get("build") or None})
+    steps = [BisectStepRecord(**{**step, "build": step.get("build") or None,
+                                 "samples": step.get("samples") or None})
              for step in report.get("steps", [])]
     target = {k: v for k, v in report.get("target", {}).items() if v}
     first = report.get("first_bad")

@@ -35,6 +35,7 @@ class Step:
     note: str = ""           # why a skip, or what the runs disagreed on
     values: list[float] = field(default_factory=list)   # perf target: one per run
     build: str = ""          # the kernel's content digest (twins.py), "" when unknown
+    samples: list[float] = field(default_factory=list)  # perf target: every run's samples
 
 
 @dataclass

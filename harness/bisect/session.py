@@ -23,7 +23,7 @@ from ..results.model import RunResult
 from ..results.model_bisect import NoopCheck
 from ..results.safe import printable
 from . import rate, search
-from .steps import Target, make_oracle, perf_reference
+from .steps import Target, make_oracle, perf_reference, perf_reference_samples
 
 STATE = "bisect.json"
 # bytes of a bisect.json: a step is a few hundred, a range of 10,000 commits ~1 MiB
@@ -41,6 +41,8 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
     report states the answer's error probability."""
     if target.perf and not target.threshold_percent:
         target = dataclasses.replace(target, threshold_percent=plan.perf.threshold_percent)
+    if target.perf:
+        target = dataclasses.replace(target, alpha=plan.perf.alpha)
     # the reference is learnt on the way (the good end's runs, kept in the state)
     key = digest(rng.labels, dataclasses.asdict(dataclasses.replace(target, reference=None)),
                  plan.to_dict(), repeat)[:10]
@@ -67,7 +69,8 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
     oracle = make_oracle(rng, target, repeat, workdir / "runs", cache,
                          lambda text: console.print(printable(text)), workdir / "steps.log",
                          reference=lambda: perf_reference(state), known=lambda: state.steps,
-                         runs_for=runs_for)
+                         runs_for=runs_for,
+                         reference_samples=lambda: perf_reference_samples(state))
 
     def save(current: search.State) -> None:
         write_atomic(state_file, json.dumps(_report(current, None, rng, target), indent=1))

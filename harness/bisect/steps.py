@@ -30,7 +30,8 @@ from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, PlanError
 from ..plan import Plan
 from ..results.baseline import SUITE as PERF_SUITE
-from ..results.baseline import direction, median, worse_percent
+from ..results.perfstats import direction, median, worse_percent
+from ..results import perfstats
 from ..results.model import FAILED, RunResult, Status, first_failure
 from ..results import reproducer
 from ..suites import registry
@@ -51,6 +52,7 @@ class Target:
     suite: str = ""
     threshold_percent: float = 0.0
     reference: float | None = None
+    alpha: float | None = None    # a perf target with samples: the rank test's level
     # every row that failed at the bad end ("suite name", exact): a step is
     # bad when any of them fails (an intermittent failure may hit another row
     # each time); its runs are repeats in one boot (plan key repeat)
@@ -204,22 +206,45 @@ def perf_value(result: RunResult, target: Target) -> tuple[float | None, str]:
     return None, f"no row matching {target.perf_row!r} ran"
 
 
-def judge(target: Target, values: list[float]) -> tuple[str, int, str]:
+def perf_samples(result: RunResult, target: Target) -> list[float]:
+    """The perf target's samples in one run (its row's, perf.repeat > 1)."""
+    rows = [t for t in matching_rows(result, target.perf_row)
+            if (not target.suite or t.suite == target.suite) and t.status not in FAILED]
+    return next((list(t.samples[target.perf_metric]) for t in rows
+                 if t.samples and t.samples.get(target.perf_metric)), [])
+
+
+def judge(target: Target, values: list[float], samples: list[float] | None = None,
+          reference_samples: list[float] | None = None) -> tuple[str, int, str]:
     """(good | bad, how many of the runs alone were worse, a note with the
-    values) for a perf target's values at one commit: bad when their median
-    is worse than the reference by more than the threshold."""
+    values) for a perf target's values at one commit: with samples here and
+    at the good end, bad when the rank test and the threshold say so
+    (results/perfstats.py, as a run's comparison); else when their median is
+    worse than the reference by more than the threshold."""
     metric, reference = target.perf_metric, target.reference
     if reference is None or reference <= 0:
         return SKIP, 0, (f"no {metric} to compare with: the good end's is "
                          f"{'unknown' if reference is None else f'{reference:g}'}")
+    if samples and reference_samples and len(samples) > 1 and len(reference_samples) > 1:
+        alpha = target.alpha or perfstats.DEFAULT_ALPHA
+        found = perfstats.judge(metric, samples, reference_samples,
+                                target.threshold_percent, alpha)
+        if found is not None:
+            return (BAD if found.worse else GOOD), int(found.worse), (
+                f"{metric} median {found.current:g} against the good end's "
+                f"{found.baseline:g} ({found.change_percent:+.0f}%, samples {found.spread}, "
+                f"one-sided Mann–Whitney p={found.p_value:.2g}, alpha {alpha:g})"
+                + (f"; {found.note}" if found.note else ""))
 
     def worse(value: float) -> float:
         found = worse_percent(metric, value, reference)
         return 0.0 if found is None else found
 
+    # medians alone: the threshold of single measurements (as a run's comparison)
+    limit = max(target.threshold_percent, perfstats.LEGACY_THRESHOLD)
     value = median(values)
-    verdict = BAD if worse(value) > target.threshold_percent else GOOD
-    bad_runs = sum(1 for v in values if worse(v) > target.threshold_percent)
+    verdict = BAD if worse(value) > limit else GOOD
+    bad_runs = sum(1 for v in values if worse(v) > limit)
     change = (value - reference) / reference * 100
     return verdict, bad_runs, (
         f"{metric} {value:g} (median of {', '.join(f'{v:g}' for v in values)}): "
@@ -234,6 +259,13 @@ def perf_reference(state) -> float | None:
     if good_end is None or good_end.verdict != GOOD or not good_end.values:
         return None
     return median(good_end.values)
+
+
+def perf_reference_samples(state) -> list[float]:
+    """The good end's samples of a perf target ([] before it was measured,
+    or when its runs kept none)."""
+    good_end = next((s for s in state.steps if s.index == 0), None)
+    return list(good_end.samples) if good_end is not None and good_end.verdict == GOOD else []
 
 
 def classify(result: RunResult, target: Target) -> tuple[str, str]:
@@ -283,7 +315,9 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
                 say: Callable[[str], None], log: Path,
                 reference: Callable[[], float | None] = lambda: None,
                 known: Callable[[], list[Step]] = list,
-                runs_for: Callable[[], int] | None = None) -> Callable[[int], Step]:
+                runs_for: Callable[[], int] | None = None,
+                reference_samples: Callable[[], list[float]] = list
+                ) -> Callable[[int], Step]:
     """oracle(index): run the plan for that commit (narrowed to the target)
     up to `repeat` times. A test or crash target: bad at the first bad run;
     a step whose kernel is byte-identical to a judged step's (`known()`) but
@@ -335,6 +369,7 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
                         break        # the build or boot failed: more runs will too
                 else:
                     step.values.append(value)
+                    step.samples += perf_samples(result, target)
                 continue
             verdict, why = classify(result, target)
             counted = (f"{step.bad_runs} of {step.runs} runs failed the target in one "
@@ -369,7 +404,7 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
             notes.insert(0, twins.settled_note(step.verdict, other_label, other, verdicts))
         step.seconds = round(time.monotonic() - start, 1)
         if target.perf:
-            _judge_step(step, target, reference(), notes)
+            _judge_step(step, target, reference(), notes, reference_samples())
             say(f"  {label}: {step.verdict}" + (f" ({notes[0]})" if notes else ""))
         step.note = step.note or "; ".join(notes)
         return step
@@ -377,7 +412,7 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
 
 
 def _judge_step(step: Step, target: Target, reference: float | None,
-                notes: list[str]) -> None:
+                notes: list[str], reference_samples: list[float] | None = None) -> None:
     """A perf step's verdict from its runs' values: the good end's values
     are the reference (good when there are any); a step without a value is
     a skip."""
@@ -390,5 +425,6 @@ def _judge_step(step: Step, target: Target, reference: float | None,
                         + ", ".join(f"{v:g}" for v in step.values) + ")")
         return
     step.verdict, step.bad_runs, note = judge(
-        dataclasses.replace(target, reference=reference), step.values)
+        dataclasses.replace(target, reference=reference), step.values, step.samples,
+        reference_samples)
     notes.insert(0, note)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from ..results.baseline import SUITE as PERF_SUITE
-from ..results.baseline import direction
+from ..results.perfstats import direction
 from ..results.model import (FAILED, WARNED, CrashRecord, PatchResult, RunResult, Status,
                              TestRecord, Verdict, first_failure)
 from ..results.safe import strip_controls

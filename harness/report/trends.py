@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..results import history
 from ..results.baseline import SUITE as PERF_SUITE
-from ..results.baseline import direction
+from ..results.perfstats import direction
 from ..results.model import RunResult, Status, TestRecord, run_order
 from .gather import clean
 from .view import TREND_CATEGORIES, MetricLine, MetricTrend, SuiteTrend, Trend

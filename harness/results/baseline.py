@@ -13,44 +13,17 @@ trust (a metric that is not a number, a row without a name): such a run is
 passed over, never a baseline."""
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 
 from ..errors import PlanError
+from .perfstats import LEGACY_THRESHOLD, direction, judge, worse_percent
 from .model import (PerfComparison, RunResult, TestRecord, WarningRecord, read_runs,
                     run_order)
 
 SUITE = "perf"
-DEFAULT_THRESHOLD_PERCENT = 30
+# the comparison of single medians (`harness compare`, a side without samples)
+DEFAULT_THRESHOLD_PERCENT = LEGACY_THRESHOLD
 NO_BASELINE = "none"        # perf.baseline: none -> no comparison
-
-
-def direction(metric: str) -> int:
-    """+1: higher is better (throughput), -1: lower is better (latency), 0: not
-    compared (CPU use, retransmits, counts)."""
-    if metric.startswith("throughput_"):
-        return 1
-    if metric.startswith("latency_"):
-        return -1
-    return 0
-
-
-def median(values: list[float] | tuple[float, ...]) -> float:
-    """The median of some measurements (the mean of the middle two for an
-    even count). Raises ValueError for none."""
-    if not values:
-        raise ValueError("the median of no values")
-    return float(statistics.median(values))
-
-
-def worse_percent(metric: str, value: float, base: float) -> float | None:
-    """How much worse `value` is than `base` for `metric`, in percent of
-    `base` (negative: better); None when the metric is not compared or the
-    base is not positive."""
-    if not direction(metric) or base <= 0:
-        return None
-    change = (value - base) / base * 100
-    return -change if direction(metric) > 0 else change
 
 
 def perf_metrics(tests: list[TestRecord]) -> dict[str, dict[str, float]]:
@@ -104,8 +77,49 @@ def compare(current: dict[str, dict[str, float]], baseline: dict[str, dict[str, 
     return warnings
 
 
+def perf_samples(tests: list[TestRecord]) -> dict[str, dict[str, list[float]]]:
+    """Row name -> its compared metrics' samples (perf.repeat > 1), for the
+    rows of the perf suite that kept them."""
+    return {t.name: {k: v for k, v in t.samples.items() if direction(k) and v}
+            for t in tests if t.suite == SUITE and t.samples}
+
+
+def compare_samples(current: list[TestRecord], base: list[TestRecord], threshold_percent: float,
+                    baseline_run: str, alpha: float) -> list[WarningRecord]:
+    """One warning per metric that got worse: by the rank test and the
+    threshold where both runs kept samples (perfstats.judge), else by the
+    medians with the threshold of single measurements (at least
+    LEGACY_THRESHOLD), the warning saying which."""
+    rows, base_rows = perf_metrics(current), perf_metrics(base)
+    samples, base_samples = perf_samples(current), perf_samples(base)
+    warnings = []
+    for row, metrics in rows.items():
+        for metric, value in metrics.items():
+            if metric not in base_rows.get(row, {}):
+                continue
+            now = samples.get(row, {}).get(metric) or [value]
+            then = base_samples.get(row, {}).get(metric) or [base_rows[row][metric]]
+            found = judge(metric, now, then, threshold_percent, alpha)
+            if found is None or not found.worse:
+                continue
+            what = "lower" if direction(metric) > 0 else "higher"
+            how = (f"one-sided Mann–Whitney p={found.p_value:.2g} < {alpha:g}, "
+                   f"threshold {threshold_percent:g}%" if found.p_value is not None
+                   else found.note)
+            warnings.append(WarningRecord(
+                kind="perf-drop", test=row, metric=metric, value=found.current,
+                baseline=found.baseline, baseline_run=baseline_run,
+                change_percent=round(found.change_percent, 1),
+                threshold_percent=threshold_percent, p_value=found.p_value,
+                message=(f"perf: {row} {metric} median {found.current:g} is "
+                         f"{abs(found.change_percent):.0f}% {what} than {found.baseline:g} "
+                         f"in baseline run {baseline_run} (samples {found.spread}; {how})")))
+    return warnings
+
+
 def summarize(current: RunResult, runs: list[RunResult], chosen: str,
-              threshold_percent: float) -> tuple[PerfComparison | None, list[WarningRecord]]:
+              threshold_percent: float, alpha: float | None = None
+              ) -> tuple[PerfComparison | None, list[WarningRecord]]:
     """(the `perf` section of results.json, the warnings) for a finished run;
     no section for a run without perf rows."""
     rows = perf_metrics(current.tests)
@@ -121,7 +135,11 @@ def summarize(current: RunResult, runs: list[RunResult], chosen: str,
                 "directory")
         return PerfComparison(threshold_percent, None, note=note), []
     base_rows = perf_metrics(base.tests)
-    warnings = compare(rows, base_rows, threshold_percent, base.run_id)
+    if alpha is None:      # the comparison of single medians (callers of old)
+        warnings = compare(rows, base_rows, threshold_percent, base.run_id)
+    else:
+        warnings = compare_samples(current.tests, base.tests, threshold_percent,
+                                   base.run_id, alpha)
     return PerfComparison(
         threshold_percent, base.run_id, baseline_started=base.started,
         chosen_by="plan key perf.baseline" if chosen else "latest earlier run of this plan",
@@ -153,10 +171,11 @@ def check_choice(chosen: str, runs_dir: Path, plan_file: str) -> None:
 
 
 def compare_run(result: RunResult, runs_dir: Path, chosen: str = "",
-                threshold_percent: float = DEFAULT_THRESHOLD_PERCENT
+                threshold_percent: float = DEFAULT_THRESHOLD_PERCENT,
+                alpha: float | None = None
                 ) -> tuple[PerfComparison | None, list[WarningRecord]]:
     """summarize() for a finished run against the runs in runs_dir."""
     if not perf_metrics(result.tests):
         return None, []
     return summarize(result, load_runs(runs_dir, skip=result.run_id), chosen,
-                     threshold_percent)
+                     threshold_percent, alpha)

@@ -92,6 +92,9 @@ class TestRecord:
     intermittent: str | None = field(default=None, metadata=OMIT)
     # the automatic bisect's answer for this failure: 'patch 2/3 "<subject>"'
     first_bad: str | None = field(default=None, metadata=OMIT)
+    # a perf row with perf.repeat > 1: each compared metric's value per run
+    # (what results/perfstats.py tests; `metrics` holds their medians)
+    samples: dict[str, list[float]] | None = field(default=None, metadata=OMIT)
 
     def __post_init__(self) -> None:
         # a caller may still pass the status's string
@@ -280,6 +283,8 @@ class WarningRecord:
     baseline_run: str | None = field(default=None, metadata=OMIT)
     change_percent: float | None = field(default=None, metadata=OMIT)
     threshold_percent: float | None = field(default=None, metadata=OMIT)
+    # a perf-drop judged on samples: the one-sided Mann–Whitney p (perfstats.py)
+    p_value: float | None = field(default=None, metadata=OMIT)
 
 
 @dataclass(frozen=True)

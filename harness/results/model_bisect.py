@@ -29,6 +29,8 @@ class BisectStepRecord:
     # the kernel's content digest (bisect/twins.py): steps with the same one ran
     # the same kernel; None in runs from before it was kept
     build: str | None = field(default=None, metadata=OMIT)
+    # a perf target with perf.repeat > 1: every sample of its runs (the rank test's)
+    samples: list[float] | None = field(default=None, metadata=OMIT)
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class BisectTarget:
     # a perf target: how much worse (percent) is bad, and the good end's median
     threshold_percent: float | None = field(default=None, metadata=OMIT)
     reference: float | None = field(default=None, metadata=OMIT)
+    # a perf target judged on samples: the rank test's level (perf.alpha)
+    alpha: float | None = field(default=None, metadata=OMIT)
     # every row that failed at the bad end: a step is bad when any fails
     tests: list[str] | None = field(default=None, metadata=OMIT)
 

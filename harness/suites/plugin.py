@@ -237,6 +237,8 @@ class HarnessPlugin:
             node = next((n.name for n in self.context.nodes
                          if n.name in key.split("[", 1)[1]), "")
         metrics = {k[7:]: float(v) for k, v in props.items() if k.startswith("metric.")}
+        samples = {k[8:]: [float(x) for x in v] for k, v in props.items()
+                   if k.startswith("samples.") and isinstance(v, list)}
         previous = self._pending.get(key)
         if previous and (status == Status.PASS or previous.status != Status.PASS):
             # teardown passing after a failed call keeps the failure
@@ -256,7 +258,8 @@ class HarnessPlugin:
         self._pending[key] = TestRecord(
             suite=self._suite(key), name=key.split("::", 1)[-1],
             node=node, status=status, seconds=round(seconds, 3), message=message,
-            metrics=metrics, provider=provider or (previous.provider if previous else ""))
+            metrics=metrics, provider=provider or (previous.provider if previous else ""),
+            samples=samples or (previous.samples if previous else None))
         if report.when == "teardown":
             if not splats:        # a known failure never hides a kernel splat
                 self._pending[key] = self.context.expectations.apply(self._pending[key])

@@ -266,13 +266,17 @@ def test_console_follows_new_lines_and_ends_with_its_supervisor(tmp_path):
         follow = subprocess.Popen([sys.executable, "-m", "harness", "console", "--cache-dir",
                                    str(cache.root), "--lines", "1", "node1"],
                                   stdout=subprocess.PIPE, text=True)
-        time.sleep(2)
+        assert follow.stdout is not None
+        # the follower has started once it printed the last line (a slow
+        # start under load must not see "new line" as the last one)
+        first = follow.stdout.readline()
         with open(console, "a") as f:
             f.write("new line\n")
         time.sleep(1)
         keeper.kill()
         keeper.wait()
-        out, _ = follow.communicate(timeout=30)
+        rest, _ = follow.communicate(timeout=30)
+        out = first + rest
     finally:
         keeper.kill()
     assert follow.returncode == 0

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from harness import plan as plan_mod
 from harness.errors import PlanError
-from harness.results import baseline
+from harness.results import baseline, perfstats
 from harness.results.codec import to_plain
 from harness.results.model import RunResult
 from harness.results.model import TestRecord as Record
@@ -37,10 +37,10 @@ BW, LAT = "test_rdma[ib_write_bw]", "test_rdma[ib_read_lat]"
 
 
 def test_only_throughput_and_latency_are_compared():
-    assert baseline.direction("throughput_mbit_s") == 1
-    assert baseline.direction("latency_usec_p99") == -1
-    assert baseline.direction("cpu_client_percent") == 0
-    assert baseline.direction("tcp_retransmits") == 0
+    assert perfstats.direction("throughput_mbit_s") == 1
+    assert perfstats.direction("latency_usec_p99") == -1
+    assert perfstats.direction("cpu_client_percent") == 0
+    assert perfstats.direction("tcp_retransmits") == 0
     tests = [row(BW, throughput_mbit_s=7.5, cpu_client_percent=100.0),
              {**row("test_rc_pingpong", throughput_mbit_s=30.0), "suite": "verbs-smoke"},
              row("test_tcp_qperf_latency", cpu_client_percent=20.0)]
@@ -155,12 +155,15 @@ def test_plan_perf_keys(tmp_path):
     path = tmp_path / "plan.yaml"
     path.write_text("name: x\n")
     plan = plan_mod.load(path)
-    assert plan.perf.baseline == "" and plan.perf.threshold_percent == 30
+    assert plan.perf.baseline == "" and plan.perf.threshold_percent == 10
+    assert plan.perf.alpha == 0.01
     plan = plan_mod.load(path, ["perf.baseline=20261130-010000-quickstart-aaaa",
                                 "perf.threshold_percent=50"])
     assert plan.perf.baseline == "20261130-010000-quickstart-aaaa"
     assert plan.perf.threshold_percent == 50
     for bad, message in (("perf.threshold_percent=0", "between 1 and 1000"),
+                         ("perf.alpha=0", "perf.alpha: a test level between 0 and 0.5"),
+                         ("perf.alpha=yes", "perf.alpha: expected float"),
                          ("perf.threshold_percent=12.5", "expected int"),
                          ("perf.baseline=../elsewhere", "a run id"),
                          ("perf.limit=3", "unknown key 'perf.limit'")):
@@ -212,16 +215,16 @@ def test_a_drop_that_fails_the_run_is_shown_as_a_regression(tmp_path):
 
 
 def test_the_median_of_measurements():
-    assert baseline.median([3.0, 1.0, 2.0]) == 2.0
-    assert baseline.median([4.0, 1.0, 2.0, 10.0]) == 3.0
-    assert baseline.median((5,)) == 5.0
+    assert perfstats.median([3.0, 1.0, 2.0]) == 2.0
+    assert perfstats.median([4.0, 1.0, 2.0, 10.0]) == 3.0
+    assert perfstats.median((5,)) == 5.0
     with pytest.raises(ValueError):
-        baseline.median([])
+        perfstats.median([])
 
 
 def test_how_much_worse_follows_the_metric_direction():
-    assert baseline.worse_percent("throughput_mbit_s", 60.0, 100.0) == 40.0
-    assert baseline.worse_percent("latency_usec_avg", 150.0, 100.0) == 50.0
-    assert baseline.worse_percent("latency_usec_avg", 50.0, 100.0) == -50.0
-    assert baseline.worse_percent("cpu_client_percent", 1.0, 100.0) is None
-    assert baseline.worse_percent("throughput_mbit_s", 1.0, 0.0) is None
+    assert perfstats.worse_percent("throughput_mbit_s", 60.0, 100.0) == 40.0
+    assert perfstats.worse_percent("latency_usec_avg", 150.0, 100.0) == 50.0
+    assert perfstats.worse_percent("latency_usec_avg", 50.0, 100.0) == -50.0
+    assert perfstats.worse_percent("cpu_client_percent", 1.0, 100.0) is None
+    assert perfstats.worse_percent("throughput_mbit_s", 1.0, 0.0) is None

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 
-from harness.results.baseline import direction, median
+from harness.results.perfstats import direction, median
 from harness.suites.pair import REPORT_MARK
 
 _MBIT_PER_UNIT = {           # perftest's bandwidth units -> 10^6 bit/s
@@ -149,3 +149,14 @@ def combine_runs(samples: list[dict[str, float]]) -> dict[str, float]:
             metrics[f"max_{name}"] = max(found)
     metrics["runs"] = float(len(samples))
     return metrics
+
+
+def compared_samples(samples: list[dict[str, float]]) -> dict[str, list[float]]:
+    """The compared metrics' (throughput, latency) values, one per run, in
+    run order: a row's `samples`."""
+    values: dict[str, list[float]] = {}
+    for sample in samples:
+        for name, value in sample.items():
+            if direction(name):
+                values.setdefault(name, []).append(float(value))
+    return values

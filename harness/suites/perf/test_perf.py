@@ -30,8 +30,8 @@ from typing import Callable
 
 import pytest
 
-from harness.suites.perf.parse import (combine_runs, parse_iperf3, parse_perftest, parse_qperf,
-                                       split_json_report)
+from harness.suites.perf.parse import (combine_runs, compared_samples, parse_iperf3,
+                                       parse_perftest, parse_qperf, split_json_report)
 from harness.suites.registry import of_file
 from harness.suites.rxe_fabric import DEV, client_server, fabric  # noqa: F401 (fixture)
 
@@ -73,15 +73,22 @@ def out_json(fabric):
     return "--out_json" in help_text.stdout + help_text.stderr
 
 
-def _record(record_property, metrics: dict[str, float]) -> None:
+def _record(record_property, metrics: dict[str, float],
+            samples: dict[str, list[float]] | None = None) -> None:
     for name, value in metrics.items():
         record_property(f"metric.{name}", float(value))
+    # each run's value of the compared metrics: what a perf verdict tests
+    # (results/perfstats.py), kept in the row's `samples`
+    for name, values in (samples or {}).items():
+        record_property(f"samples.{name}", [float(v) for v in values])
 
 
-def measure(repeat: int, once: Callable[[], dict[str, float]]) -> dict[str, float]:
+def measure(repeat: int, once: Callable[[], dict[str, float]],
+            kept: dict[str, list[float]] | None = None) -> dict[str, float]:
     """`once()` run `repeat` times (at least once): the row's metrics
-    (combine_runs). A failing run fails the row, naming which run it was
-    and what the runs before it measured."""
+    (combine_runs); `kept` gets each compared metric's values, one per run
+    (with more than one run). A failing run fails the row, naming which run
+    it was and what the runs before it measured."""
     runs = max(1, repeat)
     samples: list[dict[str, float]] = []
     for attempt in range(1, runs + 1):
@@ -94,6 +101,8 @@ def measure(repeat: int, once: Callable[[], dict[str, float]]) -> dict[str, floa
             raise AssertionError(f"run {attempt}/{runs} failed"
                                  + (f" (earlier runs: {got})" if got else "")
                                  + f": {exc}") from None
+    if kept is not None and len(samples) > 1:
+        kept.update(compared_samples(samples))
     return combine_runs(samples)
 
 
@@ -129,7 +138,8 @@ def test_rdma(fabric, ctx, out_json, tool, record_property):
         assert wanted in metrics, f"{tool}: no {wanted} in the client's output:\n{client.stdout}"
         return metrics
 
-    _record(record_property, measure(ctx.perf_repeat, once))
+    kept: dict[str, list[float]] = {}
+    _record(record_property, measure(ctx.perf_repeat, once, kept), kept)
 
 
 def test_tcp_iperf3(fabric, ctx, record_property):
@@ -143,7 +153,8 @@ def test_tcp_iperf3(fabric, ctx, record_property):
         assert served.ok, f"iperf3 server failed:\n{served.describe()}"
         return parse_iperf3(client.stdout)
 
-    _record(record_property, measure(ctx.perf_repeat, once))
+    kept: dict[str, list[float]] = {}
+    _record(record_property, measure(ctx.perf_repeat, once, kept), kept)
 
 
 def test_tcp_qperf_latency(fabric, ctx, record_property):
@@ -157,4 +168,5 @@ def test_tcp_qperf_latency(fabric, ctx, record_property):
         assert client.ok, f"qperf client failed:\n{client.describe()}"
         return parse_qperf(client.stdout)
 
-    _record(record_property, measure(ctx.perf_repeat, once))
+    kept: dict[str, list[float]] = {}
+    _record(record_property, measure(ctx.perf_repeat, once, kept), kept)

@@ -155,7 +155,7 @@ def test_several_runs_give_the_median_and_the_spread_of_compared_metrics():
                        "tcp_retransmits": 4.0,      # the median of the runs that gave it
                        "min_throughput_mbit_s": 1.0, "max_throughput_mbit_s": 8.0,
                        "runs": 3.0}
-    from harness.results.baseline import direction
+    from harness.results.perfstats import direction
     # the spread is never compared with a baseline (no second warning per drop)
     assert [m for m in metrics if direction(m)] == ["throughput_mbit_s"]
 
