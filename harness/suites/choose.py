@@ -88,10 +88,13 @@ def choose(plan_suites: tuple[str, ...], patches: list[tuple[int, str]],
         rows: tuple[str, ...] = ()
         if narrow and hits and not every and not any(
                 s in spec.covers.symbols for _, s in symbols):
-            entries = [n for n in spec.covers.narrow
-                       if any(match(n.paths, f) for _, f, _ in hits)]
-            if entries and all(any(match(n.paths, f) for n in entries) for _, f, _ in hits):
-                rows = tuple(dict.fromkeys(r for n in entries for r in _expand(n.rows, spec)))
+            # each file its first narrow entry (suite.yaml's order: the most
+            # specific first); one file without an entry runs the suite whole
+            entries = [next((n for n in spec.covers.narrow if match(n.paths, f)), None)
+                       for _, f, _ in hits]
+            if all(entries):
+                rows = tuple(dict.fromkeys(r for n in entries if n
+                                           for r in _expand(n.rows, spec)))
                 narrowed[name] = list(rows)
         chosen.append(name)
         choices.append(SuiteChoice(name, True, "all" if every and not by else

@@ -11,7 +11,10 @@ facts the series' suite selection (choose.py) works from. Pure.
       narrow:                         # a series that reaches the suite only
         - paths: [drivers/infiniband/sw/rxe/rxe_odp.c]   # through these paths
           rows: ["pyverbs[{provider}] tests.test_odp.*"] # runs only these rows
-                                      # ({provider}: each of the suite's providers)
+        - paths: [drivers/infiniband/sw/rxe/**]  # ({provider}: each of the
+          rows: ["pyverbs[rxe] *"]               # suite's providers); a file
+                                      # takes the first entry it matches, a
+                                      # file without one runs the suite whole
 
 A suite without `covers` is chosen only by a plan, a series.yaml or --suites
 (the demo series' own counters; perf, which needs a baseline to judge)."""

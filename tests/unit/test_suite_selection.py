@@ -164,3 +164,16 @@ def test_a_series_yaml_that_names_suites_keeps_them(tmp_path):
     chosen, sel = resolve.select_suites(resolve.plan_for(plan, choices, read), choices, read)
     assert chosen.suites == ("modules",)
     assert sel is not None and not by_name(sel)["pyverbs"].chosen
+
+
+def test_an_rxe_only_change_runs_the_rxe_rows_of_the_provider_suites():
+    sel = choose(("modules",), [(1, patch("drivers/infiniband/sw/rxe/rxe_verbs.c"))],
+                 FRAGMENTS, packages())
+    got = by_name(sel)
+    assert got["pyverbs"].rows == ("pyverbs pyverbs[rxe] *",)
+    assert got["verbs"].rows == ("verbs test_*[rxe-*]",)
+    assert got["verbs-smoke"].chosen and got["verbs-smoke"].rows == ()
+    assert item_wanted(sel.select, "verbs", "test_rdma_cm[rxe-rping]")
+    assert not item_wanted(sel.select, "verbs", "test_rdma_cm[siw-rping]")
+    from harness.suites.pyverbs.selection import provider_wanted
+    assert provider_wanted(sel.select, "rxe") and not provider_wanted(sel.select, "siw")
