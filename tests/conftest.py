@@ -137,6 +137,45 @@ def work_unit(nodeid: str) -> str:
     return SHARED.get(path, path)
 
 
+# Seconds a work unit took in a CI run on the 2-core machine (docs/measurements.md
+# 12l; a unit not named: UNIT_DEFAULT). The session hands the units out longest
+# first (LPT scheduling: two workers end within about the shortest unit of each
+# other); the order the command line gives stays within a unit and among equals.
+UNIT_SECONDS = {
+    "tests/e2e/test_series.py": 880,
+    "libvirt": 610,
+    "tests/e2e/test_conformance.py": 606,
+    "tests/e2e/test_series_select.py": 360,
+    "objdir": 290,
+    "tests/integration/test_config_check.py": 257,
+    "tests/e2e/test_bisect.py": 255,
+    "tests/e2e/test_nightly.py": 221,
+    "tests/e2e/test_quickstart.py": 197,
+    "tests/faults/test_guest_faults.py": 180,
+    "tests/e2e/test_sandbox.py": 167,
+    "tests/integration/test_rootless.py": 167,
+    "tests/integration/test_boot.py": 166,
+    "tests/e2e/test_node_failures.py": 153,
+    "tests/faults/test_bad_input.py": 80,
+    "tests/integration/test_nightly_fragments.py": 74,
+    "tests/integration/test_install.py": 52,
+}
+UNIT_DEFAULT = 20
+
+
+def pytest_collection_modifyitems(config, items):
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        first.setdefault(work_unit(item.nodeid), index)
+    order = {id(item): i for i, item in enumerate(items)}
+
+    def longest_first(item) -> tuple[int, int, int]:
+        unit = work_unit(item.nodeid)
+        return (-UNIT_SECONDS.get(unit, UNIT_DEFAULT), first[unit], order[id(item)])
+
+    items.sort(key=longest_first)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     # xdist's own loadgroup marks a test by rewriting Item._nodeid, which

@@ -24,7 +24,9 @@ def test_the_touched_files_choose_the_odp_cases_that_catch_it_and_bisect_names_t
     done = subprocess.run(
         [sys.executable, "-m", "harness", "series", "check", "demo-rxe-odp-write",
          "--bisect", "--no-per-patch", "--runs-dir", str(tmp_path),
-         "--set", "bisect_repeat=2", "--set", "retries=1"],
+         "--set", "bisect_repeat=2", "--set", "retries=1",
+         # the plan's suites stay; one module cycled is enough to see them pass
+         "--set", "modules=[rdma_rxe]"],
         cwd=REPO, capture_output=True, text=True, timeout=3 * 3600)
     out = done.stdout + done.stderr
     assert done.returncode == 1, out[-4000:]
