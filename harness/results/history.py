@@ -4,7 +4,8 @@ rebuild`). It answers per test how it went lately (statuses, pass rate,
 current streak) and which tests are flaky: a row that both passed and failed
 on one kernel build (the tree's commit at the top of the series, and the
 .config hash) is flaky, not a regression; so is a row with the status
-`flaky` (it failed and passed on a retry in one run), which never counts as
+`flaky` (it failed and passed on a retry in one run), or one that failed in
+some of a run's repeats only (`intermittent`), which never counts as
 a pass in the pass rate.
 
 The run directories stay the truth; the database is an index that can always
@@ -81,9 +82,9 @@ def index_run(conn: sqlite3.Connection, run: RunResult, run_dir: Path | None) ->
         kernel.series_top or kernel.commit, json.dumps([p.commit for p in run.patches]),
         kernel.config_hash, build_of(run), kernel.release, kernel.accel, run.verdict,
         run.exit_code, run.started, _seconds(run), str(run_dir) if run_dir else None))
-    conn.executemany("INSERT INTO rows VALUES (?,?,?,?,?,?,?,?)", [
+    conn.executemany("INSERT INTO rows VALUES (?,?,?,?,?,?,?,?,?)", [
         (run.run_id, t.suite, t.name, t.provider, t.node, t.status, t.seconds,
-         json.dumps(t.metrics) if t.metrics else None) for t in run.tests])
+         json.dumps(t.metrics) if t.metrics else None, t.intermittent) for t in run.tests])
     conn.executemany("INSERT INTO crashes VALUES (?,?,?,?,?,?,?)", [
         (run.run_id, c.node, c.kind, c.title, c.signature, c.test, c.waived)
         for c in run.crashes])
@@ -163,7 +164,8 @@ def _flaky(conn: sqlite3.Connection) -> set[RowKey]:
         "JOIN runs USING (run_id) WHERE runs.build != '' "
         "GROUP BY r.suite, r.name, r.provider, r.node, runs.build "
         f"HAVING SUM(r.status = ?) > 0 AND SUM(r.status IN ({', '.join('?' * len(failed))}))"
-        " > 0 UNION SELECT suite, name, provider, node FROM rows WHERE status = ?",
+        " > 0 UNION SELECT suite, name, provider, node FROM rows WHERE status = ?"
+        " OR intermittent IS NOT NULL",
         (Status.PASS, *failed, Status.FLAKY))
     return {tuple(row) for row in found}
 

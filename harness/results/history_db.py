@@ -34,7 +34,8 @@ from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, HarnessError
 from ..inputs import quote
 
 DEFAULT_NAME = "history.sqlite"
-SCHEMA_VERSION = 1
+# 2: rows.intermittent ("k/N" of the plan's repeat)
+SCHEMA_VERSION = 2
 TABLES = ("meta", "runs", "rows", "crashes", "warnings")
 BUSY_SECONDS = 30.0
 MAGIC = b"SQLite format 3\x00"
@@ -47,7 +48,7 @@ CREATE TABLE IF NOT EXISTS runs (
     exit_code INTEGER, started TEXT, seconds REAL, run_dir TEXT);
 CREATE TABLE IF NOT EXISTS rows (
     run_id TEXT, suite TEXT, name TEXT, provider TEXT, node TEXT, status TEXT,
-    seconds REAL, metrics TEXT);
+    seconds REAL, metrics TEXT, intermittent TEXT);
 CREATE INDEX IF NOT EXISTS rows_by_key ON rows (suite, name, provider, node);
 CREATE INDEX IF NOT EXISTS rows_by_run ON rows (run_id);
 CREATE TABLE IF NOT EXISTS crashes (

@@ -217,8 +217,8 @@ def test_a_newer_index_is_refused_until_rebuilt(tmp_path, capsys):
     with_version(db, str(history_db.SCHEMA_VERSION + 1))
     before = state(tmp_path)
     for call in READERS.values():
-        refused(functools.partial(call, db), str(db), "schema version 2, newer",
-                "history rebuild")
+        refused(functools.partial(call, db), str(db),
+                f"schema version {history_db.SCHEMA_VERSION + 1}, newer", "history rebuild")
     refused(lambda: history.record(db, QUICK, runs / "a"), "newer")
     assert state(tmp_path) == before
     assert cli.main(["history", "rebuild", "--runs-dir", str(runs)]) == 0   # what it says
@@ -389,3 +389,17 @@ def test_a_long_read_does_not_hold_up_a_run_that_ends_meanwhile(tmp_path):
         assert conn.execute("SELECT COUNT(*) FROM runs").fetchone() == (1,)   # its snapshot
         conn.execute("COMMIT")
     assert len(history.indexed_runs(db)) == 4
+
+
+def test_an_intermittent_row_is_indexed_and_makes_its_test_flaky(tmp_path):
+    import dataclasses
+    run = dataclasses.replace(QUICK, run_id="i", tests=[
+        dataclasses.replace(QUICK.tests[0], status="fail", intermittent="2/6"),
+        *QUICK.tests[1:]])
+    runs, db = indexed(tmp_path, run)
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT intermittent FROM rows WHERE intermittent IS NOT NULL"
+                        ).fetchall() == [("2/6",)]
+    conn.close()
+    first = QUICK.tests[0]
+    assert (first.suite, first.name, first.provider, first.node) in history.flaky_rows(db)
