@@ -30,6 +30,11 @@ logging.getLogger("paramiko").propagate = False
 SFTP_TIMEOUT = 120.0
 
 
+class HostKeyMismatch(GuestError):
+    """The SSH port answered with another host key than the guest's: another
+    guest (or program) has the port."""
+
+
 @dataclass(frozen=True)
 class CommandResult:
     node: str
@@ -189,9 +194,9 @@ class Session:
                            sock=dial(timeout) if dial else None)
         except paramiko.BadHostKeyException as exc:
             client.close()
-            raise GuestError(f"{node}: SSH host key mismatch on {host}:{port} (pinned "
-                             f"{keytype}); the port may belong to another guest",
-                             EXIT_INFRA) from exc
+            raise HostKeyMismatch(f"{node}: SSH host key mismatch on {host}:{port} (pinned "
+                                  f"{keytype}); the port may belong to another guest",
+                                  EXIT_INFRA) from exc
         except BaseException:
             client.close()
             raise

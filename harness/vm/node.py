@@ -6,6 +6,7 @@ of, press keys on and end their VM; waiting for SSH, reading the console and
 dumping a hung guest are the same for both, here."""
 from __future__ import annotations
 
+import dataclasses
 import socket
 import time
 from dataclasses import dataclass
@@ -16,9 +17,9 @@ import paramiko
 from .. import proc
 from ..build import KernelBuild
 from ..errors import EXIT_INFRA, BootError
-from ..guest import Session
+from ..guest import HostKeyMismatch, Session
 from ..image import GuestImage
-from . import NODE_DIR, ExtraDevices, NodeSpec
+from . import NODE_DIR, ExtraDevices, NodeSpec, free_port
 from .watchdog import Hang
 
 # console lines of vm-images/files/harness-init
@@ -191,6 +192,7 @@ class Node:
         watchdog fires."""
         deadline = self._started + self.boot.boot_timeout
         host, port = self.ssh_target()
+        moved = 0
         while True:
             if not self.alive():
                 raise BootError(self._death_message(), EXIT_INFRA)
@@ -205,6 +207,20 @@ class Node:
                     return self.session
                 except (OSError, paramiko.SSHException, EOFError):
                     pass
+                except HostKeyMismatch as exc:
+                    # another guest answers on our forwarded port (a free port
+                    # taken twice by runs side by side): a QEMU node starts
+                    # again on another one, twice at most
+                    if self.backend != "qemu" or moved >= 2:
+                        raise
+                    moved += 1
+                    self._note(f"{exc}: starting {self.name} again on another port")
+                    self._end()
+                    self.spec = dataclasses.replace(self.spec, ssh_port=free_port())
+                    self.start()
+                    deadline = self._started + self.boot.boot_timeout
+                    host, port = self.ssh_target()
+                    continue
             if time.monotonic() > deadline:
                 raise BootError(f"{self.name}: no SSH answer within "
                                 f"{self.boot.boot_timeout:.0f} s (vm.boot_timeout); "
