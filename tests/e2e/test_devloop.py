@@ -41,9 +41,14 @@ def results_of(done: subprocess.CompletedProcess) -> dict:
 
 
 @pytest.fixture
-def tree(kernel_tree):
-    """The cache's Debian tree as a developer's checkout, its two files put
-    back after the test."""
+def tree(kernel_tree, tmp_path):
+    """The cache's Debian tree as a developer's checkout, on its base commit
+    (the last series run may have left it on a planted hang: the checkout is
+    a developer's HEAD), its two files put back after the test."""
+    from harness import pipeline, series
+    from harness.cache import Cache
+    with pipeline.tree_lock(kernel_tree, Cache()):
+        series.checkout_base(kernel_tree, tmp_path / "checkout.log")
     path = kernel_tree.path
     saved = {name: (path / name).read_bytes() for name in (RXE, MAIN)}
     dirty = subprocess.run(["git", "status", "--porcelain", "--", RXE, MAIN], cwd=path,
