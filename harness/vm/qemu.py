@@ -100,6 +100,9 @@ class QemuNode(Node):
 
     def start(self) -> None:
         overlay = self._overlay()
+        # a node started again (wait_ssh: its port answered with another key)
+        # lost its QMP directory with the QEMU that _end() stopped
+        self._sockdir.mkdir(mode=0o700, exist_ok=True)
         for _attempt in range(3):
             self.console.write_text("")
             self._started, self._ssh_attempts = time.monotonic(), 0
