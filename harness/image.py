@@ -140,17 +140,30 @@ def _check_recipe(data: dict, src: str) -> dict[str, Any]:
 
 def client_key(cache: Cache) -> Path:
     """The one ed25519 key pair the harness logs into every guest with."""
-    path = cache.root / "keys" / "id_ed25519"
+    return _key_pair(cache, "id_ed25519", "harness")
+
+
+def host_key(cache: Cache, image: str) -> Path:
+    """The SSH host key pair of the image with cache key `image`, made once
+    and kept outside the image entry: an entry built again (damaged, pruned,
+    filled by a second run) holds the same host key, so a run that pinned it
+    when it loaded the image still reaches guests booted from the new disk."""
+    return _key_pair(cache, f"host-{image}", "root@harness-guest")
+
+
+def _key_pair(cache: Cache, name: str, comment: str) -> Path:
+    path = cache.root / "keys" / name
     pub = path.with_name(path.name + ".pub")
     if path.exists() and pub.exists():
         return path
     with cache.lock("keys", path.name):
         if not (path.exists() and pub.exists()):
+            path.parent.mkdir(parents=True, exist_ok=True)
             path.parent.chmod(0o700)
             tmp = path.with_name(f".{path.name}.{os.getpid()}")
             tmp.unlink(missing_ok=True)
             tmp.with_name(tmp.name + ".pub").unlink(missing_ok=True)
-            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "harness",
+            run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment,
                  "-f", tmp], timeout=60, check=True, error=ImageError)
             tmp.chmod(0o600)
             # the private key appears last: both present means complete
@@ -186,7 +199,8 @@ def build_image(recipe: Recipe | str, cache: Cache, log: Path,
             entry = cache.get("images", key)
             if entry is None:
                 with cache.fill("images", key, mode=0o700) as scratch:
-                    _build(recipe, scratch, init_text, client_pub, log, say)
+                    _build(recipe, scratch, init_text, client_pub, host_key(cache, key),
+                           log, say)
                 entry = cache.entry("images", key)
     else:
         say(f"image {recipe.name}: cached ({entry})")
@@ -197,8 +211,8 @@ def build_image(recipe: Recipe | str, cache: Cache, log: Path,
                       cached=cached)
 
 
-def _build(recipe: Recipe, out: Path, init_text: str, client_pub: str, log: Path,
-           say: Progress) -> None:
+def _build(recipe: Recipe, out: Path, init_text: str, client_pub: str, host: Path,
+           log: Path, say: Progress) -> None:
     work = out / "work"        # the tarball, the tree: never part of the entry
     work.mkdir(mode=0o700)
     mirror = host_mirror()
@@ -210,7 +224,7 @@ def _build(recipe: Recipe, out: Path, init_text: str, client_pub: str, log: Path
     tree = work / "tree"
     owners = ext4.unpack(tarball, tree)
     tarball.unlink()
-    host_pub, written = _customise(tree, recipe, init_text, client_pub, log)
+    host_pub, written = _customise(tree, recipe, init_text, client_pub, host)
     for rel in written:        # root's, with the mode the tree has now
         owners.pop(rel, None)
     (out / "host_key.pub").write_text(host_pub + "\n")
@@ -246,10 +260,11 @@ def _owner_only(entry: Path) -> None:
 
 
 def _customise(tree: Path, recipe: Recipe, init_text: str, client_pub: str,
-               log: Path) -> tuple[str, list[str]]:
-    """Per-image SSH host key, root's authorized key, the init, the hostname.
-    Returns the host public key line to pin and the paths (below `tree`) made
-    or changed here: on the disk they are root's, with the mode set here."""
+               host: Path) -> tuple[str, list[str]]:
+    """The image's SSH host key (`host`, see host_key()), root's authorized
+    key, the init, the hostname. Returns the host public key line to pin and
+    the paths (below `tree`) made or changed here: on the disk they are
+    root's, with the mode set here."""
     written: list[Path] = []
 
     def made(path: Path, mode: int) -> Path:
@@ -266,11 +281,13 @@ def _customise(tree: Path, recipe: Recipe, init_text: str, client_pub: str,
     ssh = _in_tree(tree, "etc/ssh")
     for old in ssh.glob("ssh_host_*"):   # made at build time, shared by every build
         old.unlink()
-    host_key = ssh / "ssh_host_ed25519_key"
-    run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", f"root@{recipe.name}",
-         "-f", host_key], timeout=60, log=log, check=True, error=ImageError)
-    made(host_key, 0o600)
-    made(host_key.with_name(host_key.name + ".pub"), 0o644)
+    guest_key = ssh / "ssh_host_ed25519_key"
+    for source, target, mode in ((host, guest_key, 0o600),
+                                 (host.with_name(host.name + ".pub"),
+                                  guest_key.with_name(guest_key.name + ".pub"), 0o644)):
+        target.unlink(missing_ok=True)
+        target.write_bytes(source.read_bytes())
+        made(target, mode)
     dropin = _in_tree(tree, "etc/ssh/sshd_config.d/harness.conf")
     folder(dropin.parent)
     # one host key only (no warnings about the missing others), key logins only,
@@ -299,7 +316,7 @@ def _customise(tree: Path, recipe: Recipe, init_text: str, client_pub: str,
         path.write_text(text)
         made(path, 0o644)
     folder(_in_tree(tree, "lib/modules"))
-    return (_public_line(host_key.with_name(host_key.name + ".pub")),
+    return (_public_line(guest_key.with_name(guest_key.name + ".pub")),
             [str(path.relative_to(tree)) for path in written])
 
 

@@ -356,3 +356,27 @@ def test_a_private_cache_entry_is_0700(tmp_path):
         pass
     assert stat.S_IMODE(cache.entry("images", "k").stat().st_mode) == 0o700
     assert stat.S_IMODE(cache.entry("kernels", "k").stat().st_mode) == 0o755
+
+
+def test_an_image_built_again_keeps_its_host_key(tmp_path, fake_build):
+    """A run pins the host key when it loads the image; a second run that finds
+    the entry damaged builds it again in place. Guests the first run boots
+    later come from the new disk: with a new host key they would be refused
+    (seen in CI as a "host key mismatch" on every port)."""
+    cache, log = Cache(tmp_path / "cache"), tmp_path / "build.log"
+    recipe = write(tmp_path, RECIPE)
+    first = image_mod.build_image(recipe, cache, log)
+    with open(first.disk.parent / "host_key.pub", "a") as f:        # damaged: grown
+        f.write(" ")
+    again = image_mod.build_image(recipe, cache, log)
+    assert len(fake_build) == 2 and not again.cached
+    assert any("host_key.pub" in d for d in cache.damaged)
+    assert again.host_key_pub == first.host_key_pub
+    assert debugfs(again.disk, "cat /etc/ssh/ssh_host_ed25519_key.pub").startswith(
+        first.host_key_pub)
+    # each image key has a key pair of its own, owner-only
+    other = image_mod.build_image(write(tmp_path, RECIPE.replace("kmod]", "kmod, gawk]")),
+                                  cache, log)
+    assert other.host_key_pub != first.host_key_pub
+    host = image_mod.host_key(cache, first.recipe_hash)
+    assert stat.S_IMODE(host.stat().st_mode) == 0o600
