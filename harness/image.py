@@ -18,6 +18,7 @@ import os
 import re
 import shutil
 import stat
+import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -151,6 +152,32 @@ def host_key(cache: Cache, image: str) -> Path:
     return _key_pair(cache, f"host-{image}", "root@harness-guest")
 
 
+def _adopt_host_key(cache: Cache, image: str, entry: Path) -> None:
+    """An image cached before host_key() existed has its host key only on its
+    disk: copy it out once (debugfs, read-only), so that building the entry
+    again keeps it. Nothing happens when that fails: a rebuild makes a key."""
+    path = cache.root / "keys" / f"host-{image}"
+    pub = path.with_name(path.name + ".pub")
+    if path.exists() and pub.exists():
+        return
+    pinned = (entry / "host_key.pub").read_text().split()[:2]
+    with cache.lock("keys", path.name), tempfile.TemporaryDirectory(
+            dir=cache.root / "keys", prefix=".adopt.") as tmp:
+        if path.exists() and pub.exists():
+            return
+        dumped = Path(tmp) / "key"
+        run(["debugfs", "-R", f"dump /etc/ssh/ssh_host_ed25519_key {dumped}",
+             entry / "disk.img"], timeout=60)
+        if not dumped.is_file():
+            return
+        dumped.chmod(0o600)
+        derived = run(["ssh-keygen", "-y", "-f", dumped], timeout=60)
+        if derived.returncode != 0 or derived.stdout.split()[:2] != pinned:
+            return
+        pub.write_text(" ".join(pinned) + "\n")
+        os.replace(dumped, path)
+
+
 def _key_pair(cache: Cache, name: str, comment: str) -> Path:
     path = cache.root / "keys" / name
     pub = path.with_name(path.name + ".pub")
@@ -204,6 +231,7 @@ def build_image(recipe: Recipe | str, cache: Cache, log: Path,
                 entry = cache.entry("images", key)
     else:
         say(f"image {recipe.name}: cached ({entry})")
+        _adopt_host_key(cache, key, entry)
     _owner_only(entry)
     return GuestImage(name=recipe.name, disk=entry / "disk.img",
                       host_key_pub=(entry / "host_key.pub").read_text().strip(),

@@ -380,3 +380,22 @@ def test_an_image_built_again_keeps_its_host_key(tmp_path, fake_build):
     assert other.host_key_pub != first.host_key_pub
     host = image_mod.host_key(cache, first.recipe_hash)
     assert stat.S_IMODE(host.stat().st_mode) == 0o600
+
+
+def test_an_image_cached_before_host_keys_were_kept_gives_its_key_up(tmp_path, fake_build):
+    """An entry made by an older harness has its host key only on its disk: the
+    first cache hit copies it out, so that the entry built again keeps it."""
+    cache, log = Cache(tmp_path / "cache"), tmp_path / "build.log"
+    recipe = write(tmp_path, RECIPE)
+    first = image_mod.build_image(recipe, cache, log)
+    host = image_mod.host_key(cache, first.recipe_hash)
+    private = host.read_bytes()
+    host.unlink()                                       # as an older harness left it
+    host.with_name(host.name + ".pub").unlink()
+    hit = image_mod.build_image(recipe, cache, log)
+    assert hit.cached and host.read_bytes() == private
+    assert stat.S_IMODE(host.stat().st_mode) == 0o600
+    with open(first.disk.parent / "host_key.pub", "a") as f:
+        f.write(" ")
+    again = image_mod.build_image(recipe, cache, log)
+    assert not again.cached and again.host_key_pub == first.host_key_pub
