@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT))
 
 from rich.console import Console  # noqa: E402
 
-from harness import pipeline, plan as plan_mod, proc, runner, series, source  # noqa: E402
+from harness import plan as plan_mod, proc, runner, series, source  # noqa: E402
+from harness.source.objdir import objdir_for  # noqa: E402
 from harness.bisect.ranges import SeriesRange  # noqa: E402
 from harness.bisect.steps import Target, make_oracle  # noqa: E402
 from harness.cache import Cache  # noqa: E402
@@ -59,7 +60,7 @@ def make(tree: Path, objdir: Path, log: Path, ccache: bool) -> float:
 def incremental(plan, cache: Cache, patch: Path, logs: Path) -> tuple[float, Path]:
     """Bare make after one patch on the base; returns (seconds, .config used)."""
     tree = source.prepare(plan.kernel, cache, logs / "source.log")
-    with pipeline.objdir_for(tree, cache) as objdir:
+    with objdir_for(tree, cache) as objdir:
         series.checkout_base(tree, logs / "git.log")
         make(tree.path, objdir, logs / "base.log", ccache=True)
         proc.run(["git", "am", "-3", patch], cwd=tree.path, env=GIT_ENV, timeout=300,

@@ -23,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import pipeline, plan as plan_mod, proc, series, source  # noqa: E402
+from harness import plan as plan_mod, proc, series, source  # noqa: E402
+from harness.source.objdir import objdir_for  # noqa: E402
 from harness.series import check as patchcheck  # noqa: E402
 from harness.cache import Cache  # noqa: E402
 from harness.source import GIT_ENV  # noqa: E402
@@ -62,7 +63,7 @@ def main() -> None:
     logs = Path(tempfile.mkdtemp(prefix="bench-series-"))
     tree = source.prepare(plan.kernel, cache, logs / "source.log")
     spec = series.load(args.series, logs, logs / "series.log")
-    with pipeline.objdir_for(tree, cache) as objdir:
+    with objdir_for(tree, cache) as objdir:
         rows = []
         for _ in range(args.repeat):
             series.checkout_base(tree, logs / "git.log")

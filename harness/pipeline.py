@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from . import build, image, kconfig, selftests, series, source, suites
-from .cache import Cache, digest
+from .cache import Cache
 from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, SuiteError
 from .plan import Plan, check_working_tree, waiver_for
 from .progress import Progress
@@ -42,6 +42,7 @@ from .results.model import (ConfigChange, CrashRecord, ExpectationsSummary, Kcon
                             Status, TestRecord)
 from .series import check as patchcheck
 from .source import apt
+from .source.objdir import objdir_for
 from .suites import expectations, repeat, retry
 from .suites.plugin import SuiteContext, SuiteNode
 from .vm import topology
@@ -127,45 +128,6 @@ class Run:
     def say(self, text: str) -> None:
         if self.progress:
             self.progress.say(text)
-
-
-def tree_lock(tree: source.SourceTree, cache: Cache):
-    """The lock a run holds while it checks the tree out, configures and
-    builds it (with its object directory): whoever reads the checkout takes it."""
-    return cache.lock("objdirs", digest(str(tree.path)))
-
-
-# the object directory of a tree the harness owns (a Debian import, a git
-# worktree): a direct subdirectory, so that kbuild names the sources `../`
-# (srctree := ..) and every compile command is the same whatever the tree's
-# path: ccache hits the objects of another tree of the same files
-OBJDIR = "harness-obj"
-
-
-def objdir_path(tree: source.SourceTree, cache: Cache) -> Path:
-    """Where `tree` builds: inside a tree the harness owns; in the cache for a
-    user's working tree (nothing writes there)."""
-    if tree.working_tree:
-        return cache.entry("objdirs", digest(str(tree.path)))
-    return tree.path / OBJDIR
-
-
-@contextlib.contextmanager
-def objdir_for(tree: source.SourceTree, cache: Cache):
-    """The tree's object directory (kept for incremental builds), locked: one
-    kconfig+build at a time writes it."""
-    with tree_lock(tree, cache):
-        objdir = objdir_path(tree, cache)
-        if tree.fresh and objdir.exists():
-            # the tree was imported again under it: files put back to older
-            # contents keep older mtimes than objects built from newer ones,
-            # and make would link those objects; a cold build is the price
-            shutil.rmtree(objdir)
-        objdir.mkdir(parents=True, exist_ok=True)
-        # git leaves it alone in the tree (kbuild writes the same file)
-        if not (objdir / ".gitignore").exists():
-            (objdir / ".gitignore").write_text("# the harness's object directory\n*\n")
-        yield objdir
 
 
 def kernel(run: Run) -> Kernel:

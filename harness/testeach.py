@@ -29,6 +29,7 @@ from .build import KernelBuild
 from .devloop import modules
 from .errors import HarnessError
 from .pipeline import Interrupted, Kernel, Run
+from .source.objdir import objdir_for
 from .plan import Plan, waiver_for
 from .progress import Progress
 from .results.crashes import Attribution, node_crashes
@@ -159,7 +160,7 @@ def _kernel_at(run: Run, patch: PatchResult, names: tuple[str, ...]) -> Kernel:
     logs = run.logs / "patches"
     logs.mkdir(parents=True, exist_ok=True)
     stem = f"{patch.index:04d}-each"
-    with pipeline.objdir_for(tree, cache) as objdir:
+    with objdir_for(tree, cache) as objdir:
         checkout_base(tree, logs / f"{stem}-git.log")
         report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / f"{stem}-kconfig.log")
         kconfig.check(report)
@@ -177,7 +178,7 @@ def _kernel_at(run: Run, patch: PatchResult, names: tuple[str, ...]) -> Kernel:
 def _back_to_top(run: Run) -> None:
     assert run.kernel is not None, "test-each comes after the top's kernel stages"
     top = dataclasses.replace(run.kernel.tree, fresh=False)
-    with pipeline.objdir_for(top, run.cache):
+    with objdir_for(top, run.cache):
         checkout_base(top, run.logs / "patches" / "each-git.log")
 
 

@@ -19,6 +19,7 @@ from .. import build, pipeline, plan as plan_mod, resolve, runner, selftests, so
 from ..cache import Cache, digest, file_digest
 from ..errors import EXIT_BAD_INPUT, HarnessError, PlanError
 from ..pipeline import Run
+from ..source.objdir import objdir_for
 from ..results.model import NodeRecord, ReloadRecord
 from ..results.safe import printable
 from ..plan import WORKING_TREE
@@ -132,7 +133,7 @@ def _fast(state: Run, entry: registry.KeptRun, old: build.KernelBuild
     if tree.commit != entry.commit or str(tree.path) != entry.tree:
         state.say("HEAD moved since the nodes' build: the whole build")
         return None
-    with pipeline.objdir_for(tree, state.cache) as objdir:
+    with objdir_for(tree, state.cache) as objdir:
         config = objdir / ".config"
         if not config.exists() or config.read_bytes() != old.config.read_bytes():
             state.say("the object directory holds another configuration: the whole build")

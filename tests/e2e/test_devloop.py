@@ -45,9 +45,10 @@ def tree(kernel_tree, tmp_path):
     """The cache's Debian tree as a developer's checkout, on its base commit
     (the last series run may have left it on a planted hang: the checkout is
     a developer's HEAD), its two files put back after the test."""
-    from harness import pipeline, series
+    from harness import series
+    from harness.source.objdir import tree_lock
     from harness.cache import Cache
-    with pipeline.tree_lock(kernel_tree, Cache()):
+    with tree_lock(kernel_tree, Cache()):
         series.checkout_base(kernel_tree, tmp_path / "checkout.log")
     path = kernel_tree.path
     saved = {name: (path / name).read_bytes() for name in (RXE, MAIN)}

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import pipeline
+from harness.source.objdir import tree_lock
 from harness.cache import Cache
 
 from ..conftest import REPO
@@ -25,7 +25,7 @@ def settled(tree):
     """The tree under its build lock (as the harness takes it: no run changes
     its checkout meanwhile): (git status --porcelain, the subjects of the
     commits on HEAD since the import)."""
-    with pipeline.tree_lock(tree, Cache()):
+    with tree_lock(tree, Cache()):
         status = subprocess.run(["git", "status", "--porcelain"], cwd=tree.path,
                                 capture_output=True, text=True).stdout
         subjects = subprocess.run(["git", "log", "--format=%s", f"{tree.commit}..HEAD"],

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import overrides, pipeline
+from harness import overrides
+from harness.source.objdir import OBJDIR
 
 from ..conftest import REPO
 
@@ -73,7 +74,7 @@ def user(kernel, guest_image, modules_disk, cache, kernel_tree):
         if src_part.is_dir():
             shutil.copytree(src_part, dst_part, symlinks=True,
                             ignore=shutil.ignore_patterns(".*.lock", ".*.tmp.*",
-                                                          pipeline.OBJDIR))
+                                                          OBJDIR))
     # the copied tree's files have new inodes and ctimes: git would hash all
     # of them again at the series' first checkout; size and mtime are kept
     for tree in (user_cache / "source").glob("*/tree"):

@@ -9,7 +9,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from harness import pipeline
+from harness.source.objdir import objdir_for
 from harness.cache import Cache
 from harness.plan import KernelSpec
 from harness.series import checkout_base
@@ -55,7 +55,7 @@ def test_a_second_runs_source_stage_leaves_a_worktree_being_built_alone(tmp_path
     cache = Cache(tmp_path / "cache")
     tree_a = prepare(KernelSpec(source="git", tree=str(user), ref=first), cache,
                      tmp_path / "a.log")
-    with pipeline.objdir_for(tree_a, cache):          # run A configures and builds
+    with objdir_for(tree_a, cache):          # run A configures and builds
         checkout_base(tree_a, tmp_path / "a.log")
         tree_b = prepare(KernelSpec(source="git", tree=str(user), ref=second), cache,
                          tmp_path / "b.log")          # run B's source stage, meanwhile
@@ -64,7 +64,7 @@ def test_a_second_runs_source_stage_leaves_a_worktree_being_built_alone(tmp_path
         assert git(tree_a.path, "rev-parse", "HEAD") == first
     assert (tree_b.commit, tree_b.version) == (second, "7.2.1")    # read from git
     assert tree_a.version == "7.2.0"
-    with pipeline.objdir_for(tree_b, cache):          # run B's turn: now it checks out
+    with objdir_for(tree_b, cache):          # run B's turn: now it checks out
         checkout_base(tree_b, tmp_path / "b.log")
         assert (tree_b.path / "drivers/rxe.c").read_text() == "int version = 2;\n"
 
@@ -76,12 +76,12 @@ def test_a_tree_imported_again_does_not_reuse_the_old_object_directory(tmp_path)
     from harness.source import SourceTree
     cache = Cache(tmp_path / "cache")
     tree = SourceTree(tmp_path / "tree", "c0ffee", "7.2.13", "test")
-    with pipeline.objdir_for(tree, cache) as objdir:
+    with objdir_for(tree, cache) as objdir:
         (objdir / "rxe.o").write_text("built from a series' rxe.c")
-    with pipeline.objdir_for(tree, cache) as objdir:           # the same tree: kept
+    with objdir_for(tree, cache) as objdir:           # the same tree: kept
         assert (objdir / "rxe.o").exists()
     fresh = SourceTree(tmp_path / "tree", "c0ffee", "7.2.13", "test", fresh=True)
-    with pipeline.objdir_for(fresh, cache) as objdir:          # imported again: cold
+    with objdir_for(fresh, cache) as objdir:          # imported again: cold
         assert not (objdir / "rxe.o").exists()
 
 
@@ -92,10 +92,10 @@ def test_a_harness_tree_builds_in_its_own_subdirectory_a_working_tree_in_the_cac
     from harness.source import SourceTree
     cache = Cache(tmp_path / "cache")
     owned = SourceTree(tmp_path / "cache/source/k/tree", "c0ffee", "7.2.13", "test")
-    with pipeline.objdir_for(owned, cache) as objdir:
+    with objdir_for(owned, cache) as objdir:
         assert objdir.parent == owned.path
         assert (objdir / ".gitignore").read_text().splitlines()[-1] == "*"
     user = SourceTree(tmp_path / "linux", "c0ffee", "7.2.13", "test", working_tree=True)
-    with pipeline.objdir_for(user, cache) as objdir:
+    with objdir_for(user, cache) as objdir:
         assert cache.root in objdir.parents
         assert not (tmp_path / "linux").exists()
