@@ -17,13 +17,9 @@ from dataclasses import replace
 from typing import Callable
 
 from ..results.model import FAILED, TestRecord
-from .retry import Key, key
+from .retry import Key, first_line, key
 
 Rerun = Callable[[], list[TestRecord]]
-
-
-def _first_line(message: str) -> str:
-    return (message.strip().splitlines() or ["(no message)"])[0]
 
 
 def merge(runs: list[list[TestRecord]]) -> list[TestRecord]:
@@ -48,7 +44,7 @@ def merge(runs: list[list[TestRecord]]) -> list[TestRecord]:
             share = f"{len(failed)}/{len(records)}"
             out.append(replace(first, intermittent=share,
                                message=f"failed in {len(failed)} of {len(records)} runs: "
-                                       f"{_first_line(first.message)}"
+                                       f"{first_line(first.message)}"
                                        + (f"\n{first.message}" if first.message else "")))
     return out
 

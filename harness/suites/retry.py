@@ -69,7 +69,8 @@ def to_retry(rows: list[TestRecord], crashes: Iterable[CrashRecord] = (),
             and not r.intermittent]
 
 
-def _first_line(message: str) -> str:
+def first_line(message: str) -> str:
+    """The headline of a row's message (the note retries and repeats give)."""
     return (message.strip().splitlines() or ["(no message)"])[0]
 
 
@@ -116,7 +117,7 @@ def retry(rows: list[TestRecord], retries: int, rerun: Rerun,
             new = again.get(key(row))
             if new is not None and new.status in PASSED:
                 out[i] = replace(new, status=Status.FLAKY, retries=attempt,
-                                 message=f"failed: {_first_line(row.message)}, "
+                                 message=f"failed: {first_line(row.message)}, "
                                          f"passed on retry {attempt} of {retries}")
                 del pending[i]
             elif new is not None and shows_crash(new):

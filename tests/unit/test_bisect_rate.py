@@ -18,6 +18,8 @@ from harness.results.model import (BisectResult, CrashRecord, RunResult, Status,
                                    SuspectedPatch)
 from harness.results.model_bisect import BisectTarget, FirstBad
 
+from .bisect_range import Range
+
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"
 BROKEN = RunResult.load(DATA / "series-demo-broken.json")       # rc pingpong failed
 QUICK = RunResult.load(DATA / "quickstart-before-typed-results.json")   # it passed
@@ -55,16 +57,6 @@ def test_the_target_is_every_failed_row_and_the_runs_count_the_repeats():
     assert rate.failing_runs(result, (PING, UD)) == (2, 6)
     assert rate.failing_runs(result, ("other x",)) == (1, 6)
     assert rate.failing_runs(dataclasses.replace(result, repeats=None), (PING,)) == (1, 1)
-
-
-class Range:
-    labels = ["base", "patch 1/3", "patch 2/3", "patch 3/3"]
-
-    def __init__(self, plan):
-        self.plan = plan
-
-    def plan_for(self, index):
-        return self.plan
 
 
 def test_a_step_repeats_in_one_boot_as_often_as_the_rate_needs(tmp_path, monkeypatch):

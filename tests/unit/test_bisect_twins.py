@@ -16,6 +16,8 @@ from harness.bisect.steps import Target
 from harness.cache import Cache
 from harness.results.model import RunResult
 
+from .bisect_range import Range
+
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"
 BROKEN = RunResult.load(DATA / "series-demo-broken.json")       # rc pingpong failed
 QUICK = RunResult.load(DATA / "quickstart-before-typed-results.json")   # it passed
@@ -57,17 +59,6 @@ def test_twin_is_another_commit_with_the_kernel_and_the_other_verdict():
 ])
 def test_settle_takes_the_majority_and_the_twin_on_a_tie(verdicts, expected):
     assert twins.settle(verdicts, Step("c1", 1, GOOD)) == expected
-
-
-class Range:
-    """Four commits; the stand-in runner gives, per index, the results in turn."""
-    labels = ["base", "patch 1/3", "patch 2/3", "patch 3/3"]
-
-    def __init__(self, plan):
-        self.plan = plan
-
-    def plan_for(self, index):
-        return self.plan
 
 
 def oracle_for(tmp_path, monkeypatch, outcomes: dict[int, list[RunResult]], known):
