@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
@@ -18,9 +19,10 @@ from ..errors import (EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessE
                       PlanError)
 from ..inputs import count, not_option
 from ..results.safe import printable
-from . import session
 from .ranges import GitRange, SeriesRange
-from .steps import Target, failed_run, perf_target, suite_of_glob
+
+if TYPE_CHECKING:
+    from .steps import Target
 
 
 def add_parser(sub) -> None:
@@ -62,6 +64,7 @@ def add_parser(sub) -> None:
 
 
 def bisect_command(args: argparse.Namespace, console: Console) -> int:
+    from . import session       # the pipeline: not for `harness --help`
     try:
         plan, rng, target = _setup(args)
         cache = Cache(args.cache_dir)
@@ -84,6 +87,7 @@ def bisect_command(args: argparse.Namespace, console: Console) -> int:
 
 
 def _setup(args) -> tuple[plan_mod.Plan, SeriesRange | GitRange, Target]:
+    from .steps import Target, failed_run, perf_target, suite_of_glob
     target = Target(args.test, args.crash)
     if args.repeat < 1:
         raise PlanError("--repeat: at least 1", EXIT_BAD_INPUT)

@@ -13,21 +13,23 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
 
-from .. import proc, runner
+from .. import proc
 from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, DevloopError, HarnessError
 from ..inputs import check_name, quote
-from ..pipeline import Run
 from ..results.crashes import Attribution, node_crashes
 from ..results.model import KeptRecord
 from ..results.safe import printable, strip_controls
 from ..results.verdict import decide
-from . import follow, registry, supervisor, verify
+from . import follow, registry, verify
+
+if TYPE_CHECKING:
+    from ..pipeline import Run
 
 DEFAULT_TTL = "2h"
 NODE_NAME = re.compile(r"^node\d+$")
@@ -112,6 +114,8 @@ def keep_run(plan, args, console: Console, why: str, series=None, selection=None
     failure: only when the run fails) and lives on as their supervisor.
     `series`: the plan's series as the command line read them; `selection`:
     why its suites run (resolve.select_suites)."""
+    from .. import runner          # the pipeline: only a run pays its imports
+    from . import supervisor
     ttl = parse_ttl(args.ttl or DEFAULT_TTL)
     cache = Cache(args.cache_dir)
 
@@ -238,6 +242,7 @@ def stop_command(args, console: Console) -> int:
 
 
 def _stop(cache: Cache, entry: registry.KeptRun, console: Console) -> int:
+    from . import supervisor
     verify.check_supervisor(cache, entry)     # the pid is the run's supervisor, or nothing
     try:
         supervisor.request(entry, "stop", timeout=10)

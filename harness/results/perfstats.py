@@ -22,8 +22,6 @@ import statistics
 from dataclasses import dataclass
 from math import comb
 
-from scipy.stats import mannwhitneyu
-
 DEFAULT_ALPHA = 0.01
 # the threshold of the old median-against-median comparison (single samples)
 LEGACY_THRESHOLD = 30.0
@@ -98,6 +96,9 @@ def judge(metric: str, current: list[float], baseline: list[float],
         return Judgement(worse_by > limit, "medians", now, base, change, None, spread,
                          f"no samples on both sides: the medians compared, {limit:g}% "
                          "threshold")
+    # scipy.stats takes ~0.8 s to import: only a verdict on samples pays it
+    from scipy.stats import mannwhitneyu
+
     # current worse: lower throughput ("less"), higher latency ("greater")
     test = mannwhitneyu(current, baseline, alternative="less" if sign > 0 else "greater",
                         method="auto")

@@ -14,8 +14,9 @@ import pytest
 from rich.console import Console
 
 from harness import plan as plan_mod
+from harness import runner
 from harness.bisect import cli as bisect_cli
-from harness.bisect import search, session, steps
+from harness.bisect import search, session
 from harness.bisect.search import BAD, GOOD, SKIP, State, Step
 from harness.bisect.steps import (Target, classify, failed_run, judge, narrow, perf_target,
                                   perf_value, suite_of_glob, target_of)
@@ -165,7 +166,7 @@ def fake_runner(monkeypatch, values: dict[int, list[float]], stop_after: int = 0
         value = values[index][done]
         return perf_run(value, "fail" if value is None else "pass", run_id=f"run{len(plans)}")
 
-    monkeypatch.setattr(steps.runner, "run", run)
+    monkeypatch.setattr(runner, "run", run)
     return plans
 
 
@@ -261,7 +262,7 @@ def test_the_cli_takes_a_user_globs_suite(tmp_path):
 
 
 def test_a_test_glob_that_matches_nothing_at_the_bad_end_is_bad_input(tmp_path, monkeypatch):
-    monkeypatch.setattr(steps.runner, "run",
+    monkeypatch.setattr(runner, "run",
                         lambda plan, runs_dir, cache, console: perf_run(1.0, run_id="top"))
     plan = replace(plan_mod.load(None), name="q")
     console = Console(file=io.StringIO(), width=300)

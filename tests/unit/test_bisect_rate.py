@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 from harness import plan as plan_mod
+from harness import runner
 from harness.bisect import auto, rate, steps
 from harness.bisect.search import BAD, GOOD, SKIP, Step
 from harness.bisect.steps import Target
@@ -71,7 +72,7 @@ def test_a_step_repeats_in_one_boot_as_often_as_the_rate_needs(tmp_path, monkeyp
                                        [[]] * (plan.repeat - 5))
         return dataclasses.replace(copy.deepcopy(QUICK), run_id=f"r{index}",
                                    repeats=[[]] * plan.repeat)
-    monkeypatch.setattr(steps.runner, "run", run)
+    monkeypatch.setattr(runner, "run", run)
     target = Target(test=PING, suite="verbs-smoke", tests=(PING, "verbs-smoke x"))
     oracle = steps.make_oracle(Range(plan_mod.load(None)), target, 3, tmp_path / "runs",
                                Cache(tmp_path / "c"), lambda text: None, tmp_path / "log",

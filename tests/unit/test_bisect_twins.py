@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from harness import runner
 from harness.bisect import steps, twins
 from harness.bisect.search import BAD, GOOD, Step
 from harness.bisect.steps import Target
@@ -70,7 +71,7 @@ def oracle_for(tmp_path, monkeypatch, outcomes: dict[int, list[RunResult]], know
     def run(plan, runs_dir, cache, console):
         index = int(plan.name.rsplit("-", 1)[1])
         return outcomes[index].pop(0)
-    monkeypatch.setattr(steps.runner, "run", run)
+    monkeypatch.setattr(runner, "run", run)
     plan = plan_mod.load(None)
     oracle = steps.make_oracle(Range(plan), Target(test=PING), 1, tmp_path / "runs", cache,
                                said.append, tmp_path / "steps.log", known=known)

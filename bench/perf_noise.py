@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""How often the perf verdict alarms on clean runs, and how often it catches
+a known slowdown.
+
+Runs, one after another, each its own `harness run` (its own boot):
+  clean:  N runs of the perf suite on the quickstart kernel without a series
+          (`--set series=[] suites=[perf] perf.repeat=R perf.baseline=none`)
+  slow:   M runs of the same with a slower series (default demo-rxe-pacing:
+          7 us per request packet, about a third of rxe's bandwidth)
+then judges, with the verdict the pipeline gives (results/baseline.py
+compare_samples: one-sided Mann–Whitney at perf.alpha AND the median beyond
+perf.threshold_percent):
+  false alarms: every ordered pair (A, B) of clean runs, B judged against A
+                as its baseline: a pair alarms when any metric row does
+  detection:    every (clean, slow) pair, the slow run judged against the
+                clean one: detected when an rdma bandwidth row alarms
+and, for contrast, the same pairs by the medians alone (no samples: the
+comparison of single medians and its 30% threshold). Ordered pairs of N runs
+share runs, so they are not independent: the count of runs is what bounds
+the figure, and the output says both.
+
+`--reuse DIR` judges the runs already in DIR (results.json with samples)
+instead of running. Set HARNESS_SET to pin a kernel (the tests pin 7.2.x).
+
+Usage: .venv/bin/python bench/perf_noise.py [--clean 5] [--slow 3]
+           [--repeat 5] [--series demo-rxe-pacing] [--runs-dir DIR] [--reuse DIR]
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import itertools
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from harness import plan as plan_mod  # noqa: E402
+from harness.results.baseline import compare_samples  # noqa: E402
+from harness.results.model import RunResult, load_run  # noqa: E402
+
+# the rows the slowdown is about: rxe's bandwidth (TCP and latency rows may
+# move with it, but detection is judged on these)
+RDMA_BANDWIDTH = ("ib_write_bw", "ib_send_bw")
+
+
+def run_once(runs: Path, kind: str, series: str, repeat: int) -> RunResult:
+    before = set(runs.iterdir()) if runs.exists() else set()
+    argv = [sys.executable, "-m", "harness", "run", str(ROOT / "plans" / "quickstart.yaml"),
+            "--runs-dir", str(runs), "--set", f"series=[{series}]", "--set", "suites=[perf]",
+            "--set", f"perf.repeat={repeat}", "--set", "perf.baseline=none",
+            "--set", f"name=perf-noise-{kind}"]
+    start = time.monotonic()
+    done = subprocess.run(argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True)
+    new = sorted(p for p in runs.iterdir() if p not in before and p.is_dir())
+    if done.returncode not in (0, 1) or not new:
+        raise SystemExit(f"{kind} run failed (exit {done.returncode}): {done.stderr[-2000:]}")
+    result = load_run(new[-1])
+    print(f"  {kind:5} {new[-1].name}: exit {done.returncode}, "
+          f"{time.monotonic() - start:.0f} s", flush=True)
+    return result
+
+
+def strip_samples(result: RunResult) -> RunResult:
+    return dataclasses.replace(result, tests=[dataclasses.replace(t, samples=None)
+                                              for t in result.tests])
+
+
+def alarms(current: RunResult, base: RunResult, threshold: float, alpha: float,
+           rows: tuple[str, ...] | None = None) -> list[str]:
+    found = compare_samples(current.tests, base.tests, threshold, base.run_id, alpha)
+    return [f"{w.test} {w.metric}" for w in found
+            if rows is None or any(w.test.startswith(r) for r in rows)]
+
+
+def judge_all(clean: list[RunResult], slow: list[RunResult], threshold: float,
+              alpha: float) -> dict:
+    pairs = list(itertools.permutations(clean, 2))
+    out: dict = {"clean_runs": len(clean), "slow_runs": len(slow),
+                 "clean_pairs": len(pairs), "slow_pairs": len(clean) * len(slow)}
+    for method, prep in (("mann-whitney", lambda r: r), ("medians", strip_samples)):
+        false = [alarms(prep(b), prep(a), threshold, alpha) for a, b in pairs]
+        caught = [alarms(prep(s), prep(c), threshold, alpha, RDMA_BANDWIDTH)
+                  for c in clean for s in slow]
+        out[method] = {"false_alarm_pairs": sum(bool(f) for f in false),
+                       "false_alarm_rows": sorted({r for f in false for r in f}),
+                       "detected_pairs": sum(bool(c) for c in caught)}
+    out["medians_by_run"] = {
+        r.run_id: {t.name: {k: round(sorted(v)[len(v) // 2], 1)
+                            for k, v in (t.samples or {}).items()}
+                   for t in r.tests if t.suite == "perf" and t.name.startswith(RDMA_BANDWIDTH)}
+        for r in clean + slow}
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clean", type=int, default=5, help="clean runs (default 5)")
+    parser.add_argument("--slow", type=int, default=3, help="runs with the slow series")
+    parser.add_argument("--repeat", type=int, default=5, help="perf.repeat (default 5)")
+    parser.add_argument("--series", default="demo-rxe-pacing", help="the slow series")
+    parser.add_argument("--runs-dir", help="where the runs go (default: a temp dir)")
+    parser.add_argument("--reuse", help="judge the runs in this directory, run nothing")
+    args = parser.parse_args()
+    plan = plan_mod.load(ROOT / "plans" / "quickstart.yaml")
+    threshold, alpha = plan.perf.threshold_percent, plan.perf.alpha
+    if args.reuse:
+        results = [load_run(p) for p in sorted(Path(args.reuse).iterdir())
+                   if (p / "results.json").is_file()]
+        clean = [r for r in results if r.plan.endswith("-clean")]
+        slow = [r for r in results if r.plan.endswith("-slow")]
+    else:
+        runs = Path(args.runs_dir or tempfile.mkdtemp(prefix="bench-perf-noise-"))
+        runs.mkdir(parents=True, exist_ok=True)
+        print(f"runs in {runs}", flush=True)
+        clean = [run_once(runs, "clean", "", args.repeat) for _ in range(args.clean)]
+        slow = [run_once(runs, "slow", args.series, args.repeat) for _ in range(args.slow)]
+    figures = judge_all(clean, slow, threshold, alpha)
+    print(json.dumps(figures, indent=1))
+    for method in ("mann-whitney", "medians"):
+        f = figures[method]
+        print(f"{method:13} false alarms {f['false_alarm_pairs']}/{figures['clean_pairs']} "
+              f"ordered clean pairs ({figures['clean_runs']} runs); detected "
+              f"{f['detected_pairs']}/{figures['slow_pairs']} (clean, slow) pairs")
+
+
+if __name__ == "__main__":
+    main()
