@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import overrides, plan as plan_mod
 from .errors import HarnessError
-from .inputs import arg_type, check_run_path, count, dashed_values
+from .inputs import arg_type, check_run_path, count, dashed_values, runs_dir
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
@@ -29,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
                     "load the modules and run the RDMA verbs suites between guests.",
         epilog="Exit codes: 0 pass, 1 kernel or test failure, 2 bad input, "
                "3 infrastructure error.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a plan end to end (default plans/quickstart.yaml)")
     run.add_argument("plan", nargs="?", help="plan YAML file")
@@ -59,6 +60,16 @@ def _parser() -> argparse.ArgumentParser:
     from .devloop import reload
     reload.add_parser(sub, _add_run_options)
     return parser
+
+
+def version() -> str:
+    """The installed harness's version (pyproject.toml's, through the package
+    metadata); "unknown" when it runs from a tree that was never installed."""
+    from importlib import metadata
+    try:
+        return metadata.version("harness")
+    except metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _add_series(sub) -> None:
@@ -99,8 +110,9 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
                         metavar="KEY=VALUE",
                         help="override a plan key, dotted (e.g. kernel.tree=/src/linux, "
                              "vm.accel=tcg, suites=[modules]); repeatable")
-    parser.add_argument("--runs-dir", type=Path, default=Path("runs"),
-                        help="where run directories go (default: ./runs)")
+    parser.add_argument("--runs-dir", type=Path, default=runs_dir(),
+                        help="where run directories go (default: $HARNESS_RUNS_DIR, "
+                             "else ./runs)")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="cache directory (default: $HARNESS_CACHE or "
                              "$XDG_CACHE_HOME/harness)")
@@ -287,9 +299,20 @@ def entry() -> None:
     """The `harness` command. Once main() has returned, the run directory is
     written: a late Ctrl-C or SIGTERM (an impatient second Ctrl-C) must not
     turn the exit into a traceback with another exit code than results.json's."""
+    import os
     import signal
 
-    code = main()
+    try:
+        try:
+            code = main()
+        except SystemExit as exc:        # argparse: --help, --version, a usage error
+            code = exc.code if isinstance(exc.code, int) else 2 if exc.code else 0
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # the reader went away (`harness history | head`): no traceback, and
+        # the shell's status of a writer ended by SIGPIPE, not 1 (a failure)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 128 + signal.SIGPIPE
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     sys.exit(code)

@@ -82,6 +82,15 @@ def as_name(text: str, fallback: str, limit: int = 100) -> str:
 _QEMU_UNSAFE = ",\n\r\0"
 
 
+RUNS_DIR_ENV = "HARNESS_RUNS_DIR"
+
+
+def runs_dir() -> Path:
+    """The default runs directory of every command: $HARNESS_RUNS_DIR, else
+    ./runs (relative to where the command is started)."""
+    return Path(os.environ.get(RUNS_DIR_ENV) or "runs")
+
+
 def check_run_path(path: Path, what: str = "--runs-dir") -> Path:
     """A directory where run directories (a node's overlay disk, its QMP
     socket) go: QEMU must be able to take its path in an option."""

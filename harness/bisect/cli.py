@@ -17,7 +17,7 @@ from .. import overrides, plan as plan_mod
 from ..cache import Cache
 from ..errors import (EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError,
                       PlanError)
-from ..inputs import count, not_option
+from ..inputs import count, not_option, runs_dir
 from ..results.safe import printable
 from .ranges import GitRange, SeriesRange
 
@@ -59,7 +59,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--plan", default=None, help="plan YAML (default quickstart)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a plan key; repeatable")
-    parser.add_argument("--runs-dir", type=Path, default=Path("runs"))
+    parser.add_argument("--runs-dir", type=Path, default=runs_dir())
     parser.add_argument("--cache-dir", type=Path, default=None)
 
 

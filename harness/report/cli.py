@@ -9,6 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from ..inputs import runs_dir
 from ..cache import write_atomic
 from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
 from ..nightly.model import NightlyResult
@@ -37,7 +38,7 @@ def add_parser(sub) -> None:
                         help="join the runs directories of a night's shards (`harness "
                              "nightly --shard I/N` on N machines) into --runs-dir: runs, "
                              "ledger, nightly.json and history; then the night's page there")
-    parser.add_argument("--runs-dir", type=Path, default=Path("runs"),
+    parser.add_argument("--runs-dir", type=Path, default=runs_dir(),
                         help="with --merge: the directory the shards are joined into")
     parser.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
                         help="where the page goes (`-` for standard output)")

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from ..errors import EXIT_FAIL, EXIT_PASS, HarnessError, PlanError
 from ..inputs import number
+from ..inputs import runs_dir as default_runs_dir
 from . import history, history_db
 from .baseline import DEFAULT_THRESHOLD_PERCENT
 from .codec import to_plain
@@ -21,7 +22,7 @@ from .compare import Comparison, RowChange, compare
 from .model import RunResult, load_run, read_runs, run_order
 from .safe import printable
 
-DEFAULT_RUNS_DIR = Path("runs")
+
 LIST_LIMIT = 25          # rows per long table (appeared, disappeared, kconfig); --json has all
 
 _Item = TypeVar("_Item")
@@ -39,8 +40,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--against", default=None, metavar="RUN",
                         help="the baseline run (id or directory)")
     parser.add_argument("--runs-dir", type=Path, default=None,
-                        help="where runs are (default: ./runs, or the parent of a RUN "
-                             "given as a directory)")
+                        help="where runs are (default: $HARNESS_RUNS_DIR or ./runs, or "
+                             "the parent of a RUN given as a directory)")
     parser.add_argument("--history", type=Path, default=None, metavar="FILE",
                         help="history database for flaky rows (default: "
                              f"<runs-dir>/{history.DEFAULT_NAME})")
@@ -109,10 +110,10 @@ def _select(args: argparse.Namespace
     if runs_dir is None:
         given = Path(args.run) if args.run else None
         an_id = given is not None and not given.is_absolute() and \
-            (DEFAULT_RUNS_DIR / given).is_dir()
+            (default_runs_dir() / given).is_dir()
         # a run directory given by path brings its siblings as the candidates
         runs_dir = (given.resolve().parent if given and not an_id and given.is_dir()
-                    else DEFAULT_RUNS_DIR)
+                    else default_runs_dir())
     if args.run:
         current_dir = _resolve(args.run, runs_dir)
         current = load_run(current_dir)

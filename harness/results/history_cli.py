@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import EXIT_PASS, HarnessError
-from ..inputs import count
+from ..inputs import count, runs_dir
 from . import history
 from .model import Status
 from .safe import printable
@@ -35,8 +35,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "3 the index could not be read or written.")
     parser.add_argument("action", nargs="?", choices=["rebuild"],
                         help="rebuild the index from the run directories")
-    parser.add_argument("--runs-dir", type=Path, default=Path("runs"),
-                        help="where the run directories are (default: ./runs)")
+    parser.add_argument("--runs-dir", type=Path, default=runs_dir(),
+                        help="where the run directories are (default: "
+                             "$HARNESS_RUNS_DIR, else ./runs)")
     parser.add_argument("--db", type=Path, default=None,
                         help="the index (default: <runs-dir>/history.sqlite)")
     parser.add_argument("--plan", default=None, help="only runs of this plan")
