@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from . import overrides, plan as plan_mod
+from . import listing, overrides, plan as plan_mod
 from .errors import HarnessError
 from .inputs import arg_type, check_run_path, count, dashed_values, runs_dir
 from .progress import make_console
@@ -56,6 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     from .vm import gc
     gc.add_parser(sub)
     nightly_cli.add_parser(sub)
+    listing.add_parser(sub)
     devloop_cli.add_parsers(sub, _add_run_options)
     from .devloop import reload
     reload.add_parser(sub, _add_run_options)
@@ -202,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             return max(codes)
         from .doctor import doctor
         return doctor(console)
+    if args.command == "list":
+        return listing.list_command(args, console)
     if args.command == "config":
         from .kconfig.cli import config_command
         return config_command(args, console)
