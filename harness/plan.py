@@ -37,8 +37,8 @@ class KernelSpec:
     debian_package: str = "linux-source-7.*"
     # an exact Debian version, or a glob: the newest offered version matching it
     debian_version: str = "*"
-    debian_suites: tuple[str, ...] = ("sid", "trixie-backports")
-    tree: str | None = None
+    debian_suites: tuple[str, ...] = ("sid", "trixie-backports")  # where apt looks
+    tree: str | None = None     # a git tree (path or URL): kernel.source git
     # a branch, tag or commit of `tree`; or "working-tree": the checkout as it
     # is, uncommitted edits included, built without writing to it
     ref: str = "HEAD"
@@ -51,13 +51,13 @@ WORKING_TREE = "working-tree"
 class KconfigSpec:
     # tinyconfig (+ kvm_guest.config), defconfig, or a path to a .config
     base: str = "tinyconfig"
-    fragments: tuple[str, ...] = ("virt-guest",)
+    fragments: tuple[str, ...] = ("virt-guest",)  # names in kconfigs/, merged in order
 
 
 @dataclass(frozen=True)
 class BuildSpec:
     jobs: int = 0               # 0: one per host core
-    ccache: bool = True
+    ccache: bool = True         # compile through ccache (<cache>/ccache, or $CCACHE_DIR)
     timeout: int = 7200         # seconds for the whole make
 
 
@@ -71,13 +71,13 @@ class VmSpec:
     # host PCI devices given to the nodes through VFIO (libvirt backend, KVM):
     # "0000:3b:00.0" or "3b:00.0" to node1, "node2=0000:3b:00.0" (vm/vfio.py)
     passthrough: tuple[str, ...] = ()
-    max_guests_per_host: int = 8
+    max_guests_per_host: int = 8  # a libvirt host with this many harness guests is full
     accel: str = "auto"         # auto | kvm | tcg
-    nodes: int = 2
-    memory_mb: int = 2048
-    cpus: int = 1
+    nodes: int = 2              # guests, on one shared L2
+    memory_mb: int = 2048       # MiB per guest
+    cpus: int = 1               # vCPUs per guest
     boot_timeout: int = 300     # seconds until the first SSH answer (TCG is slow)
-    kvm_probe_timeout: int = 20
+    kvm_probe_timeout: int = 20  # seconds of the short boot that decides auto: kvm or tcg
     # seconds without an SSH answer (and with a silent console, or one printing
     # only stall reports) after which a node counts as hung during the tests:
     # SysRq task dumps, then the node is killed and the run fails with "hang"
@@ -110,7 +110,7 @@ class PerfSpec:
     # the medians alone, with at least 30% (results/perfstats.py). A warning
     # unless fail_on_regression (TCG numbers are noisy)
     threshold_percent: int = 10
-    alpha: float = 0.01
+    alpha: float = 0.01         # the rank test's level: the chance a clean pair alarms
     # a flagged drop fails the run (exit 1) instead of warning
     fail_on_regression: bool = False
     # runs of each perf measurement; the verdict and the comparison use the median
@@ -119,15 +119,15 @@ class PerfSpec:
 
 @dataclass(frozen=True)
 class Plan:
-    name: str = "unnamed"
-    description: str = ""
+    name: str = "unnamed"       # runs, history and baselines group by it
+    description: str = ""       # free text, shown by `harness list plans`
     kernel: KernelSpec = field(default_factory=KernelSpec)
     kconfig: KconfigSpec = field(default_factory=KconfigSpec)
     build: BuildSpec = field(default_factory=BuildSpec)
-    image: str = "trixie-rdma"
+    image: str = "trixie-rdma"  # a recipe in vm-images/ (harness list images)
     vm: VmSpec = field(default_factory=VmSpec)
-    suites: tuple[str, ...] = ("modules", "verbs-smoke")
-    modules: tuple[str, ...] = ()
+    suites: tuple[str, ...] = ("modules", "verbs-smoke")  # always run (harness list suites)
+    modules: tuple[str, ...] = ()  # what the modules suite loads and unloads
     modules_cycles: int = 3     # load/unload cycles per module in the modules suite
     test_timeout: int = 900     # seconds for one guest command inside a suite
     # patch series applied in order on top of the kernel: names in patches/, a
@@ -138,7 +138,7 @@ class Plan:
     # with per_patch: after the top, boot every earlier patch's kernel too (modules
     # put into the running nodes when only they changed) and run `each_suites`
     test_each: bool = False
-    each_suites: tuple[str, ...] = ()     # () = the plan's suites
+    each_suites: tuple[str, ...] = ()     # [] = the plan's suites
     # known crashes that do not fail the run (each shown in the report with its reason)
     waivers: tuple[Waiver, ...] = ()
     # known failures of the suites beyond harness/suites/<suite>/expectations.yaml:
