@@ -80,6 +80,8 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
         return RunResult(run_id="", plan=plan.name, started=started,
                          exit_code=exc.exit_code, error=str(exc))
     result = RunResult(run_id=run_id, plan=plan.name, started=started)
+    # where the logs are (logs/make.log during a long build), before any stage
+    progress.say(f"run {run_id}: {run_dir}")
     if selection is not None:
         result.selection = list(selection.choices)
         for line in selection.lines():

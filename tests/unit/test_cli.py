@@ -122,6 +122,8 @@ def test_unknown_kconfig_fragment_stops_the_run(tmp_path):
     assert "rdma" in data["error"].split("known:")[1]
     assert "rdma-typo" in out and "verdict: error" in out
     assert not (tmp_path / "cache" / "apt").exists()
+    # the run directory is said first: where logs/make.log is during a long build
+    assert out.splitlines()[0].strip() == f"run {result.run_id}: {run_dir}"
 
 
 def test_unknown_suite_stops_the_run(tmp_path):
