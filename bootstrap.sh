@@ -52,5 +52,5 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 .venv/bin/pip install -q --upgrade pip >/dev/null
-.venv/bin/pip install -q -e '.[test]'
+.venv/bin/pip install -q -e '.[libvirt,test]'
 ./scripts/services.sh

@@ -64,8 +64,9 @@ def bindings():
     try:
         import libvirt
     except ImportError as exc:
-        raise BootError("vm.backend=libvirt needs libvirt-python (./bootstrap.sh installs it)",
-                        EXIT_INFRA) from exc
+        raise BootError("vm.backend=libvirt needs libvirt-python: pip install "
+                        "'harness[libvirt]' (it builds against libvirt-dev; ./bootstrap.sh "
+                        "installs both)", EXIT_INFRA) from exc
     libvirt.registerErrorHandler(lambda ctx, err: None, None)   # raised, not printed
     return libvirt
 

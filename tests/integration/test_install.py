@@ -40,3 +40,10 @@ def test_a_fresh_install_runs_series_check_up_to_the_kernel_tree(tmp_path):
         [python, "-c", "from harness.kconfig import tool; print(tool.DUMP_SOURCE.is_file())"],
         capture_output=True, text=True, cwd=tmp_path, check=True)
     assert dump.stdout.strip() == "True"
+    # the QEMU backend's install: libvirt's bindings are the `libvirt` extra
+    bare = subprocess.run([python, "-c", "import libvirt"], capture_output=True, text=True,
+                          cwd=tmp_path)
+    assert bare.returncode != 0 and "No module named 'libvirt'" in bare.stderr
+    listed = subprocess.run([str(venv / "bin" / "harness"), "list", "suites"],
+                            capture_output=True, text=True, cwd=tmp_path, check=True)
+    assert "verbs-smoke" in listed.stdout
