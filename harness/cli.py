@@ -7,9 +7,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any, Callable
 
 from . import listing, overrides, plan as plan_mod
 from .errors import HarnessError
+from .jsonout import JsonMode
 from .inputs import arg_type, check_run_path, count, dashed_values, runs_dir
 from .progress import make_console
 from .bisect import cli as bisect_cli
@@ -22,15 +24,31 @@ from .results import compare_cli, history_cli, history_db
 from .results.safe import printable
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is exit 2 with argparse's message; under --json, also the
+    error document on stdout (every subcommand's parser is of this class)."""
+    json_requested = False
+
+    def error(self, message: str):
+        if _Parser.json_requested:
+            self.print_usage(sys.stderr)
+            print(f"{self.prog}: error: {message}", file=sys.stderr)
+            from .jsonout import emit
+            emit({"error": f"{self.prog}: {message}", "exit": 2})
+            sys.exit(2)
+        super().error(message)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="harness",
         description="Build a kernel with the requested options, boot it in QEMU guests, "
                     "load the modules and run the RDMA verbs suites between guests.",
         epilog="Exit codes: 0 pass, 1 kernel or test failure, 2 bad input, "
                "3 infrastructure error.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    # subcommands' parsers are _Parser too (argparse makes them of the parent's class)
+    sub: Any = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a plan end to end (default plans/quickstart.yaml)")
     run.add_argument("plan", nargs="?", help="plan YAML file")
     _add_run_options(run)
@@ -41,6 +59,8 @@ def _parser() -> argparse.ArgumentParser:
     doctor.add_argument("--uri", action="append", default=[], type=arg_type(uri_option),
                         help="check a libvirt host instead (repeatable): reachable, "
                              "versions, KVM or TCG, free memory, harness guests, pools")
+    doctor.add_argument("--json", action="store_true",
+                        help="print the checks as JSON (this host's checks)")
     doctor.add_argument("--passthrough", nargs="+", default=[], metavar="ADDR",
                         help="check host PCI devices for vm.passthrough instead: present, "
                              "their driver (vfio-pci), their IOMMU group whole; e.g. "
@@ -176,63 +196,77 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["ssh"] and "--" in argv:      # harness ssh [RUN] [NODE] -- CMD...
         cut = argv.index("--")
         argv, command = argv[:cut], argv[cut + 1:]
+    _Parser.json_requested = "--json" in argv
     args = _parser().parse_args(dashed_values(argv, devloop_cli.WHOLE_VALUES))
-    console = make_console()
+    args.remote_command = command
+    # --json: one JSON document on stdout (an error's too), the rest on stderr
+    mode = JsonMode() if getattr(args, "json", False) else None
+    console = mode.console if mode else make_console()
     try:
         devloop_cli.check_values(args)
+        code = COMMANDS[args.command](args, console)
     except HarnessError as exc:
-        console.print(f"[bold red]error:[/] {printable(str(exc))}")
-        return exc.exit_code
-    if args.command in ("ssh", "console", "stop", "ps"):
-        try:
-            if args.command == "ssh":
-                return devloop_cli.ssh_command(args, command, console)
-            return getattr(devloop_cli, f"{args.command}_command")(args, console)
-        except HarnessError as exc:
-            console.print(f"[bold red]error:[/] {printable(str(exc))}")
-            return exc.exit_code
-    if args.command == "doctor":
-        if args.uri or args.passthrough:
-            codes = []
-            if args.uri:
-                from .vm.hosts import doctor_uris
-                codes.append(doctor_uris(args.uri, console))
-            if args.passthrough:
-                from .vm.vfio import doctor_passthrough
-                codes.append(doctor_passthrough(args.passthrough, console))
-            return max(codes)
+        console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
+        code = exc.exit_code
+    return mode.finish(code) if mode else code
+
+
+def _doctor(args: argparse.Namespace, console) -> int:
+    if not (args.uri or args.passthrough):
         from .doctor import doctor
-        return doctor(console)
-    if args.command == "list":
-        return listing.list_command(args, console)
-    if args.command == "config":
-        from .kconfig.cli import config_command
-        return config_command(args, console)
-    if args.command == "history":
-        return history_cli.history_command(args, console)
-    if args.command == "bisect":
-        return bisect_cli.bisect_command(args, console)
-    if args.command == "compare":
-        return compare_cli.compare_command(args, console)
-    if args.command == "export":
-        return export_cli.export_command(args, console)
-    if args.command == "report":
-        return report_cli.report_command(args, console)
-    if args.command == "reproduce":
-        return reproduce.reproduce_command(args, console)
-    if args.command == "gc":
-        from .vm import gc
-        return gc.gc_command(args, console)
-    if args.command == "nightly":
-        return nightly_cli.nightly_command(args, console)
-    if args.command == "reload":
-        from .devloop import reload
-        return reload.reload_command(args, console)
+        return doctor(console, args.json)
+    codes = []
+    if args.uri:
+        from .vm.hosts import doctor_uris
+        codes.append(doctor_uris(args.uri, console))
+    if args.passthrough:
+        from .vm.vfio import doctor_passthrough
+        codes.append(doctor_passthrough(args.passthrough, console))
+    return max(codes)
+
+
+def _config(args: argparse.Namespace, console) -> int:
+    from .kconfig.cli import config_command
+    return config_command(args, console)
+
+
+def _gc(args: argparse.Namespace, console) -> int:
+    from .vm import gc
+    return gc.gc_command(args, console)
+
+
+def _reload(args: argparse.Namespace, console) -> int:
+    from .devloop import reload
+    return reload.reload_command(args, console)
+
+
+def _a_run(args: argparse.Namespace, console) -> int:
+    """`run`, `series check`, `boot`."""
     import tempfile
     with tempfile.TemporaryDirectory(prefix="harness-series-",
                                      ignore_cleanup_errors=True) as scratch:
         # an mbox's patches are split there: it lives until the run applied them
         return _run_command(args, console, Path(scratch))
+
+
+# every command's handler: (args, console) -> exit code; the heavy modules are
+# imported by the handler, not here (`harness --help` stays fast)
+COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
+    "run": _a_run, "series": _a_run, "boot": _a_run,
+    "doctor": _doctor, "config": _config, "gc": _gc, "reload": _reload,
+    "list": listing.list_command,
+    "history": history_cli.history_command,
+    "bisect": bisect_cli.bisect_command,
+    "compare": compare_cli.compare_command,
+    "export": export_cli.export_command,
+    "report": report_cli.report_command,
+    "reproduce": reproduce.reproduce_command,
+    "nightly": nightly_cli.nightly_command,
+    "ssh": lambda args, console: devloop_cli.ssh_command(args, args.remote_command, console),
+    "console": devloop_cli.console_command,
+    "stop": devloop_cli.stop_command,
+    "ps": devloop_cli.ps_command,
+}
 
 
 def _run_command(args: argparse.Namespace, console, scratch: Path) -> int:

@@ -1,6 +1,8 @@
 """`harness doctor`: what this host has and lacks for a run, and what to do."""
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import pwd
 import shutil
@@ -152,14 +154,18 @@ def checks() -> list[Check]:
     return result
 
 
-def doctor(console: Console) -> int:
+def doctor(console: Console, as_json: bool = False) -> int:
+    found = checks()
+    missing = sum((not c.ok) and c.required for c in found)
+    if as_json:
+        from .jsonout import emit
+        emit({"ready": not missing, "checks": [dataclasses.asdict(c) for c in found]})
+        return EXIT_INFRA if missing else EXIT_PASS
     table = Table(title="harness doctor", show_edge=False)
     for column in ("check", "status", "detail", "fix"):
         table.add_column(column)
-    missing = 0
-    for check in checks():
+    for check in found:
         status = "ok" if check.ok else ("MISSING" if check.required else "note")
-        missing += (not check.ok) and check.required
         table.add_row(check.name, status, check.detail, "" if check.ok else check.fix)
     console.print(table)
     if missing:

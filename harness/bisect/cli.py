@@ -60,6 +60,8 @@ def add_parser(sub) -> None:
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a plan key; repeatable")
     parser.add_argument("--runs-dir", type=Path, default=runs_dir())
+    parser.add_argument("--json", action="store_true",
+                        help="print the bisect's report (bisect.json) as JSON")
     parser.add_argument("--cache-dir", type=Path, default=None)
 
 
@@ -81,9 +83,12 @@ def bisect_command(args: argparse.Namespace, console: Console) -> int:
     except HarnessError as exc:         # a damaged bisect.json, among others
         console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code
-    if report.get("bad_input"):
-        return EXIT_BAD_INPUT
-    return EXIT_PASS if report.get("first_bad") else EXIT_FAIL
+    code = (EXIT_BAD_INPUT if report.get("bad_input")
+            else EXIT_PASS if report.get("first_bad") else EXIT_FAIL)
+    if args.json:                       # bisect.json's report: steps, first bad, error
+        from ..jsonout import emit
+        emit({**report, "exit": code})
+    return code
 
 
 def _setup(args) -> tuple[plan_mod.Plan, SeriesRange | GitRange, Target]:

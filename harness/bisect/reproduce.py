@@ -42,6 +42,8 @@ def add_parser(sub) -> None:
     parser.add_argument("--runs-dir", type=Path, default=None,
                         help="where the new runs go (default: beside RUN_DIR)")
     parser.add_argument("--cache-dir", type=Path, default=None)
+    parser.add_argument("--json", action="store_true",
+                        help="print the verdicts and run directories as JSON")
 
 
 def reproduce_command(args: argparse.Namespace, console: Console) -> int:
@@ -71,13 +73,19 @@ def reproduce_command(args: argparse.Namespace, console: Console) -> int:
     bad = verdicts.count(BAD)
     if bad:
         console.print(f"reproduced {bad}/{len(verdicts)}")
-        return EXIT_PASS
-    if all(v == SKIP for v in verdicts):
+        code = EXIT_PASS
+    elif all(v == SKIP for v in verdicts):
         console.print(f"could not tell (0/{len(verdicts)}: every run was skipped; see "
                       f"{printable(args.run_dir.name)}/reproduce.log)")
-        return EXIT_INFRA
-    console.print(f"not reproduced (0/{len(verdicts)})")
-    return EXIT_FAIL
+        code = EXIT_INFRA
+    else:
+        console.print(f"not reproduced (0/{len(verdicts)})")
+        code = EXIT_FAIL
+    if args.json:
+        from ..jsonout import emit
+        emit({"target": target.describe(), "reproduced": bad, "runs": len(verdicts),
+              "verdicts": verdicts, "run_dirs": dirs, "exit": code})
+    return code
 
 
 def plan_for(run_dir: Path, target: Target, repeat: int) -> tuple[plan_mod.Plan, Target]:

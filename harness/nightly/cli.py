@@ -45,6 +45,7 @@ def add_parser(sub) -> None:
                         help="runs per bisect step (default 1)")
     parser.add_argument("--list", action="store_true",
                         help="print the shard's jobs and exit (no source is fetched)")
+    parser.add_argument("--json", action="store_true", help="with --list: print JSON")
 
 
 def nightly_command(args: argparse.Namespace, console: Console) -> int:
@@ -64,7 +65,13 @@ def nightly_command(args: argparse.Namespace, console: Console) -> int:
                       "TCG guests will be slow and timeouts may fire")
     if args.list:
         durations = ledger.durations()
-        for job in shard(expand(config), index, count, durations):
+        jobs = shard(expand(config), index, count, durations)
+        if args.json:
+            from ..jsonout import emit
+            emit([{"id": j.id, "source": j.source, "plan": j.plan,
+                   "overrides": list(j.overrides)} for j in jobs])
+            return EXIT_PASS
+        for job in jobs:
             console.print(printable(f"{job.id} {job.source} {job.plan} "
                                     + " ".join(job.overrides)), soft_wrap=True)
         return EXIT_PASS

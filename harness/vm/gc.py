@@ -51,6 +51,8 @@ def add_parser(sub) -> None:
                          "(30m, 2h, 1d); default: only expired ones and those whose "
                          "controller process on this host is gone")
     gc.add_argument("--dry-run", action="store_true", help="list, remove nothing")
+    gc.add_argument("--json", action="store_true",
+                    help="print what was (or would be) removed as JSON")
 
 
 def _time(text: str | None) -> datetime.datetime | None:
@@ -114,6 +116,7 @@ def gc_command(args: argparse.Namespace, console: Console) -> int:
         libvirt = bindings()
         older_than = args.older_than          # refused at parse time unless > 0
         code = EXIT_PASS
+        done: list[dict[str, object]] = []       # what --json prints
         for uri in args.uri or [DEFAULT_URI]:
             for domain, found in collect(uri, older_than):
                 verb = "would remove" if args.dry_run else "removed"
@@ -129,14 +132,21 @@ def gc_command(args: argparse.Namespace, console: Console) -> int:
                                                 f"{exc.get_error_message()}"), soft_wrap=True)
                         code = EXIT_INFRA
                         continue
+                done.append({"kind": "domain", "name": found.name, "uri": uri,
+                              "run": found.run_id, "why": found.why, "removed": not args.dry_run})
                 console.print(printable(f"{verb} {found.name} on {uri} (run {found.run_id}, "
                                         f"{found.why})"), soft_wrap=True, highlight=False)
             for left, why in staging_garbage(uri, older_than):
                 verb = "would remove" if args.dry_run else "removed"
                 if not args.dry_run:
                     shutil.rmtree(left.path, ignore_errors=True)
+                done.append({"kind": "staging", "name": str(left.path), "uri": uri,
+                              "run": left.run_id, "why": why, "removed": not args.dry_run})
                 console.print(printable(f"{verb} staging {left.path} (run {left.run_id}, "
                                         f"{why})"), soft_wrap=True, highlight=False)
+        if getattr(args, "json", False) and code == EXIT_PASS:
+            from ..jsonout import emit
+            emit(done)
         return code
     except HarnessError as exc:
         console.print(f"error: {printable(str(exc))}")

@@ -5,6 +5,7 @@ stops in its preflight) and a night whose heads the ledger already has."""
 from __future__ import annotations
 
 import json
+import re
 import random
 import subprocess
 import sys
@@ -291,7 +292,8 @@ def test_the_documented_ci_configurations_run_the_nightly_sharded_and_merge(name
     assert "report.html" in scripts
     if name == "gitlab-ci.yml":
         assert data["nightly"]["parallel"] == int(data["variables"]["SHARDS"])
-        assert data["report"]["needs"] == ["nightly"]
+        assert data["report"]["needs"] == [{"job": "nightly", "artifacts": True}]
+        assert data["nightly"]["artifacts"]["reports"]["junit"].endswith("/junit.xml")
         assert "runs-1 runs-2" in scripts
     else:
         assert data["jobs"]["shard"]["strategy"]["matrix"]["shard"] == [1, 2]
@@ -299,6 +301,11 @@ def test_the_documented_ci_configurations_run_the_nightly_sharded_and_merge(name
         assert "schedule" in data[True]        # YAML 1.1 reads `on` as True
     # every shard its own runs directory: their nightly.json never overwrite each other
     assert "runs-$CI_NODE_INDEX" in text or "runs-shard-${{ matrix.shard }}" in text
+    # a regression (exit 1) fails the pipeline: no exit code is swallowed
+    for line in text.splitlines():
+        if "harness nightly" in line and not line.lstrip().startswith("#"):
+            assert not re.search(r"\|\|\s*(true|test|:|exit 0)", line), line
+    assert "junit.xml" in text
 
 
 def test_nightly_json_lists_regressions_first(tmp_path):

@@ -1,0 +1,58 @@
+"""Under --json, stdout is exactly one JSON document — the result, or
+{"error": ..., "exit": N} — and the human text goes to stderr."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from harness.jsonout import last_error
+
+
+def harness(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "harness", *args], capture_output=True,
+                          text=True, cwd=cwd, env=env)
+
+
+@pytest.mark.parametrize("args, words", [
+    (("history", "--json", "--runs-dir", "{tmp}/none"), ("no history database",)),
+    (("compare", "--json", "--runs-dir", "{tmp}"), ("no runs",)),
+    (("bisect", "--json", "--series", "no-such-series"), ("--test GLOB",)),
+    (("reproduce", "--json", "{tmp}/not-a-run"), ("not-a-run",)),
+    (("nightly", "{tmp}/missing.yaml", "--list", "--json"), ("missing.yaml",)),
+    (("config", "diff", "--json", "{tmp}/a", "{tmp}/b"), ("a",)),
+    (("ps", "--json", "--no-such-option"), ("unrecognized arguments",)),
+])
+def test_an_error_under_json_is_one_json_document(tmp_path, args, words):
+    done = harness(*(a.replace("{tmp}", str(tmp_path)) for a in args), cwd=tmp_path)
+    document = json.loads(done.stdout)          # exactly one document, nothing else
+    assert done.returncode == document["exit"] != 0, done.stdout + done.stderr
+    for word in words:
+        assert word in document["error"], document
+    assert "error" in done.stderr               # the human text went to stderr
+
+
+def test_doctor_json_lists_every_check(tmp_path):
+    done = harness("doctor", "--json", cwd=tmp_path)
+    document = json.loads(done.stdout)
+    assert done.returncode in (0, 3)
+    assert document["ready"] == (done.returncode == 0)
+    assert {"name", "ok", "detail", "fix", "required"} <= set(document["checks"][0])
+    assert "sandbox" in {c["name"] for c in document["checks"]}
+
+
+def test_history_json_with_no_runs_is_an_empty_list(tmp_path):
+    assert harness("history", "rebuild", "--runs-dir", str(tmp_path)).returncode == 0
+    done = harness("history", "--json", "--runs-dir", str(tmp_path))
+    assert done.returncode == 0 and json.loads(done.stdout) == []
+
+
+def test_the_error_text_is_the_last_error_message():
+    text = "working ...\nerror: first\nmore\nerror: the one\n  its second line\n\n"
+    assert last_error(text) == "the one\n  its second line"
+    assert last_error("no prefix here\nlast line\n") == "last line"
+    assert last_error("") == "failed"
