@@ -5,12 +5,13 @@ Exit codes: 0 pass, 1 kernel or test failure, 2 bad input, 3 infrastructure erro
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
 from . import listing, overrides, plan as plan_mod
-from .errors import HarnessError
+from .errors import HarnessError, PlanError
 from .jsonout import JsonMode
 from .inputs import arg_type, check_run_path, count, dashed_values, runs_dir
 from .progress import make_console
@@ -50,7 +51,8 @@ def _parser() -> argparse.ArgumentParser:
     # subcommands' parsers are _Parser too (argparse makes them of the parent's class)
     sub: Any = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a plan end to end (default plans/quickstart.yaml)")
-    run.add_argument("plan", nargs="?", help="plan YAML file")
+    run.add_argument("plan", nargs="?", help="plan YAML file (or --plan)")
+    add_tree_options(run)
     _add_run_options(run)
     doctor = sub.add_parser("doctor", help="check this host: QEMU, KVM, mmdebstrap, "
                                            "compiler, disk; or libvirt hosts (--uri), "
@@ -77,9 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     gc.add_parser(sub)
     nightly_cli.add_parser(sub)
     listing.add_parser(sub)
-    devloop_cli.add_parsers(sub, _add_run_options)
+    devloop_cli.add_parsers(sub, _add_boot_options)
     from .devloop import reload
-    reload.add_parser(sub, _add_run_options)
+    reload.add_parser(sub, functools.partial(_add_run_options, tests=False))
     return parser
 
 
@@ -125,8 +127,27 @@ def _add_series(sub) -> None:
     _add_run_options(scheck)
 
 
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
-    """--set, --runs-dir, --cache-dir: everything that starts a run takes them."""
+def _add_boot_options(parser: argparse.ArgumentParser) -> None:
+    add_tree_options(parser)
+    _add_run_options(parser, tests=False)
+
+
+def add_tree_options(parser: argparse.ArgumentParser) -> None:
+    """`run` and `boot`: a plan given as --plan too, and the commonest keys."""
+    parser.add_argument("--plan", dest="plan_option", default=None, metavar="PLAN",
+                        help="plan YAML file (the same as the positional PLAN)")
+    parser.add_argument("--tree", type=Path, default=None,
+                        help="your kernel tree (git): --set kernel.tree=TREE; the plan "
+                             "file's series are then not applied unless --set series=...")
+    parser.add_argument("--ref", default=None,
+                        help="a branch, tag or commit of --tree, or working-tree (the "
+                             "checkout as it is); default HEAD")
+
+
+def _add_run_options(parser: argparse.ArgumentParser, tests: bool = True) -> None:
+    """--set, --runs-dir, --cache-dir, --history: everything that starts a run
+    takes them; `tests`: the options about the suites and their verdict (not
+    for boot and reload)."""
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE",
                         help="override a plan key, dotted (e.g. kernel.tree=/src/linux, "
@@ -137,15 +158,15 @@ def _add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help="cache directory (default: $HARNESS_CACHE or "
                              "$XDG_CACHE_HOME/harness)")
-    parser.add_argument("--bisect", action="store_true",
-                        help="when the top of the plan's series fails (a test, a perf drop "
-                             "with perf.fail_on_regression, a crash no single patch is "
-                             "blamed for), bisect inside the series and name the first bad "
-                             "patch (plan key `bisect: true`)")
     parser.add_argument("--history", type=Path, default=None, metavar="FILE",
                         help="the runs' index the run is added to (default: "
                              "<runs-dir>/history.sqlite)")
-    if parser.prog.split()[-1] not in ("boot", "reload"):
+    if tests:
+        parser.add_argument("--bisect", action="store_true",
+                            help="when the top of the plan's series fails (a test, a perf "
+                                 "drop with perf.fail_on_regression, a crash no single patch "
+                                 "is blamed for), bisect inside the series and name the first "
+                                 "bad patch (plan key `bisect: true`)")
         parser.add_argument("--suites", default=None, metavar="auto|all|A,B",
                             help="which suites run: auto (default) the plan's, and with a "
                                  "series those whose covered files it touches (each says "
@@ -277,9 +298,19 @@ def _run_command(args: argparse.Namespace, console, scratch: Path) -> int:
     from .runner import run
     read = None
     try:
-        plan = plan_mod.load(args.plan, overrides.combined(args.overrides))
+        plan_path = args.plan
+        if getattr(args, "plan_option", None):
+            if plan_path:
+                raise PlanError(f"a plan twice: {plan_path} and --plan {args.plan_option}")
+            plan_path = args.plan_option
+        sets, note = resolve.command_line_sets(
+            args.command, plan_path, overrides.combined(args.overrides),
+            getattr(args, "tree", None), getattr(args, "ref", None))
+        plan = plan_mod.load(plan_path, sets)
         if notice := overrides.notice():
             console.print(printable(notice))
+        if note:
+            console.print(printable(note))
         choices = choices_of(args)
         if choices.command == "series":
             resolve.check_choices(plan, choices)    # before any series is read
@@ -322,14 +353,16 @@ def choices_of(args: argparse.Namespace):
     from .resolve import Choices
     command = args.command
     return Choices(
-        command=command, overrides=tuple(args.overrides), bisect=bool(args.bisect),
+        command=command, overrides=tuple(args.overrides),
+        bisect=bool(getattr(args, "bisect", False)),
         series=tuple(getattr(args, "series", None) or ()) if command == "series" else (),
         no_per_patch=bool(getattr(args, "no_per_patch", False)),
         test_each=bool(getattr(args, "test_each", False)),
         each_suites=getattr(args, "each_suites", None),
         keep_on_failure=bool(getattr(args, "keep_on_failure", False)),
         suites=getattr(args, "suites", None), repeat=getattr(args, "repeat", None),
-        tree=getattr(args, "tree", None), ref=getattr(args, "ref", None))
+        tree=getattr(args, "tree", None) if command == "series" else None,
+        ref=getattr(args, "ref", None) if command == "series" else None)
 
 
 def entry() -> None:

@@ -11,12 +11,14 @@ further down."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 from . import image, kconfig, series, source, suites
+from . import plan as plan_mod
 from .errors import EXIT_INFRA, HarnessError, PlanError
 from .inputs import not_option, quote
 from .plan import WORKING_TREE, Plan, check_select, check_working_tree
@@ -69,6 +71,39 @@ class Choices:
     def chosen(self) -> set[str]:
         """The plan keys --set gave (they win over what a series brings)."""
         return {o.split("=", 1)[0].strip() for o in self.overrides}
+
+
+def command_line_sets(command: str, plan_path: str | None, sets: Sequence[str],
+                      tree: Path | None, ref: str | None) -> tuple[list[str], str]:
+    """`run` and `boot`: `--tree DIR [--ref R]` as the plan keys they stand
+    for, and, when the command line names a tree of the user's own (--tree or
+    --set kernel.tree) without naming series, the plan file's series left
+    out, with the line that says so: the quickstart's demo series belongs on
+    its Debian source, not on your branch. (sets for plan.load, that line)."""
+    sets = list(sets)
+    if command not in ("run", "boot"):
+        return sets, ""
+    if ref is not None and tree is None:
+        raise PlanError(f"--ref {ref}: a ref of --tree; give --tree too (or --set "
+                        "kernel.ref=... for the plan's own tree)")
+    if tree is not None:
+        not_option(str(tree), "--tree")
+        if ref is not None:
+            not_option(ref, "--ref")
+        # JSON strings are YAML: any path or ref survives --set's value parsing
+        sets += [f"kernel.tree={json.dumps(str(tree.expanduser().resolve()))}",
+                 f"kernel.ref={json.dumps(ref or 'HEAD')}"]
+    keys = {s.split("=", 1)[0].strip() for s in sets}
+    if "kernel.tree" not in keys or "series" in keys:
+        return sets, ""
+    try:
+        file_series = plan_mod.load(plan_path).series
+    except HarnessError:
+        return sets, ""                 # the real load says what is wrong
+    if not file_series:
+        return sets, ""
+    return sets + ["series=[]"], (f"series {', '.join(file_series)} of the plan not applied "
+                                  "to your tree (--set series=[...] applies them)")
 
 
 def plan_for(plan: Plan, choices: Choices, read: Read) -> Plan:

@@ -1,0 +1,62 @@
+"""`run`/`boot --tree DIR [--ref R]`, and a tree of the user's own never gets
+the plan file's demo series unless the command line asks for series."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness import plan as plan_mod
+from harness.errors import PlanError
+from harness.resolve import command_line_sets
+
+
+def test_tree_and_ref_are_the_plan_keys_and_the_demo_series_stays_out(tmp_path):
+    sets, note = command_line_sets("run", None, [], tmp_path, "my-branch")
+    assert f"kernel.tree={json.dumps(str(tmp_path))}" in sets
+    assert 'kernel.ref="my-branch"' in sets and "series=[]" in sets
+    assert "demo-rxe-counters" in note and "--set series" in note
+    plan = plan_mod.load(None, sets)
+    assert (plan.kernel.source, plan.kernel.tree, plan.kernel.ref) == \
+        ("git", str(tmp_path), "my-branch")
+    assert plan.series == ()
+
+
+def test_set_kernel_tree_is_a_tree_of_your_own_too(tmp_path):
+    sets, note = command_line_sets("boot", None, [f"kernel.tree={tmp_path}"], None, None)
+    assert sets[-1] == "series=[]" and note
+
+
+def test_series_asked_for_are_applied(tmp_path):
+    sets, note = command_line_sets("run", None, ["series=[demo-rxe-counters]"], tmp_path,
+                                   None)
+    assert "series=[]" not in sets and not note
+    assert plan_mod.load(None, sets).series == ("demo-rxe-counters",)
+
+
+def test_a_plan_file_that_names_its_tree_keeps_its_series(tmp_path):
+    plan = tmp_path / "mine.yaml"
+    plan.write_text(f"kernel: {{source: git, tree: {tmp_path}}}\nseries: [demo-rxe-counters]\n")
+    assert command_line_sets("run", str(plan), [], None, None) == ([], "")
+
+
+def test_series_check_is_left_to_its_own_options(tmp_path):
+    assert command_line_sets("series", None, ["x=1"], tmp_path, None) == (["x=1"], "")
+
+
+def test_ref_without_tree_is_refused():
+    with pytest.raises(PlanError, match="--ref v7.2: a ref of --tree"):
+        command_line_sets("run", None, [], None, "v7.2")
+
+
+def test_boot_and_reload_offer_no_verdict_options():
+    def options(*words):
+        return subprocess.run([sys.executable, "-m", "harness", *words, "--help"],
+                              capture_output=True, text=True, check=True).stdout
+    for command in ("boot", "reload"):
+        text = options(command)
+        assert "--bisect" not in text and "--repeat" not in text and "--history" in text
+    assert "--tree" in options("boot") and "--tree" in options("run")
+    assert "--bisect" in options("run") and "--plan" in options("run")
