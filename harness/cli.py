@@ -13,7 +13,7 @@ from typing import Any, Callable
 from . import listing, overrides, plan as plan_mod
 from .errors import HarnessError, PlanError
 from .jsonout import JsonMode
-from .inputs import arg_type, check_run_path, count, dashed_values, runs_dir
+from .inputs import CommaList, arg_type, check_run_path, count, dashed_values, runs_dir
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
@@ -40,7 +40,7 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="harness",
         description="Build a kernel with the requested options, boot it in QEMU guests, "
@@ -57,13 +57,15 @@ def _parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check this host: QEMU, KVM, mmdebstrap, "
                                            "compiler, disk; or libvirt hosts (--uri), "
                                            "PCI passthrough devices (--passthrough)")
-    from .vm.remote import uri_option
-    doctor.add_argument("--uri", action="append", default=[], type=arg_type(uri_option),
-                        help="check a libvirt host instead (repeatable): reachable, "
+    from .vm.remote import uri_options
+    doctor.add_argument("--uri", action="extend", default=[], type=arg_type(uri_options),
+                        help="check libvirt hosts instead (comma-separated or repeated): "
+                             "reachable, "
                              "versions, KVM or TCG, free memory, harness guests, pools")
     doctor.add_argument("--json", action="store_true",
                         help="print the checks as JSON (this host's checks)")
     doctor.add_argument("--passthrough", nargs="+", default=[], metavar="ADDR",
+                        action=CommaList,
                         help="check host PCI devices for vm.passthrough instead: present, "
                              "their driver (vfio-pci), their IOMMU group whole; e.g. "
                              "0000:3b:00.0")
@@ -201,7 +203,7 @@ def _add_config(sub) -> None:
                             "defconfig, or a .config file (default: tinyconfig)")
     check.add_argument("--json", action="store_true",
                        help="print the results.json `kconfig` section instead of tables")
-    check.add_argument("--output", type=Path, default=None, metavar="FILE",
+    check.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
                        help="also write the resulting .config to FILE")
     check.add_argument("--cache-dir", type=Path, default=None, help="cache directory")
     diff = csub.add_parser("diff", help="symbols whose values differ between two .config "
@@ -218,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
         cut = argv.index("--")
         argv, command = argv[:cut], argv[cut + 1:]
     _Parser.json_requested = "--json" in argv
-    args = _parser().parse_args(dashed_values(argv, devloop_cli.WHOLE_VALUES))
+    args = build_parser().parse_args(dashed_values(argv, devloop_cli.WHOLE_VALUES))
     args.remote_command = command
     # --json: one JSON document on stdout (an error's too), the rest on stderr
     mode = JsonMode() if getattr(args, "json", False) else None

@@ -83,6 +83,9 @@ _QEMU_UNSAFE = ",\n\r\0"
 
 
 RUNS_DIR_ENV = "HARNESS_RUNS_DIR"
+# the help of every command's --runs-dir and --cache-dir
+RUNS_DIR_HELP = "where run directories go (default: $HARNESS_RUNS_DIR, else ./runs)"
+CACHE_DIR_HELP = "cache directory (default: $HARNESS_CACHE, else $XDG_CACHE_HOME/harness)"
 
 
 def runs_dir() -> Path:
@@ -342,3 +345,17 @@ def arg_type(check: Callable[[str], T]) -> Callable[[str], T]:
             raise argparse.ArgumentTypeError(str(exc)) from None
     parse.__name__ = getattr(check, "__name__", "value")
     return parse
+
+
+class CommaList(argparse.Action):
+    """The one list syntax of the command line: comma-separated values, and
+    the option repeated (or, where it takes several words, space-separated)
+    adds more: `--uri a,b --uri c` is [a, b, c]. Each value goes through the
+    option's `type` when it has one."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        words = values if isinstance(values, list) else [values]
+        found = list(getattr(namespace, self.dest, None) or [])
+        for word in words:
+            found += [part.strip() for part in str(word).split(",") if part.strip()]
+        setattr(namespace, self.dest, found)

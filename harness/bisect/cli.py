@@ -17,7 +17,7 @@ from .. import overrides, plan as plan_mod
 from ..cache import Cache
 from ..errors import (EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError,
                       PlanError)
-from ..inputs import count, not_option, runs_dir
+from ..inputs import CommaList, count, not_option, runs_dir
 from ..results.safe import printable
 from .ranges import GitRange, SeriesRange
 
@@ -38,12 +38,18 @@ def add_parser(sub) -> None:
                     "(measured first), with the plan's perf.threshold_percent. "
                     "Exit codes: 0 found, 1 not found (ends not as expected, or only "
                     "skipped commits left), 2 bad input, 3 infrastructure error.")
-    parser.add_argument("--series", nargs="+", metavar="SERIES", default=None)
-    parser.add_argument("--tree", type=Path, default=None)
-    parser.add_argument("--good", default=None)
-    parser.add_argument("--bad", default=None)
+    parser.add_argument("--series", nargs="+", metavar="SERIES", default=None,
+                        action=CommaList,
+                        help="a series range: the series applied in order (comma-separated "
+                             "or space-separated); its base is good, its top bad")
+    parser.add_argument("--tree", type=Path, default=None,
+                        help="a git range: your kernel tree, with --good and --bad")
+    parser.add_argument("--good", default=None, help="a commit of --tree without the failure")
+    parser.add_argument("--bad", default=None, help="a commit of --tree with the failure")
     parser.add_argument("--from", dest="from_run", type=Path, default=None,
-                        metavar="RUN_DIR")
+                        metavar="RUN_DIR",
+                        help="a failed run: its plan, series and failure are the range "
+                             "and the target")
     parser.add_argument("--test", default="", metavar="GLOB",
                         help="the target: rows (name or 'suite name') that fail or error")
     parser.add_argument("--crash", default="", metavar="TEXT",
@@ -53,16 +59,23 @@ def add_parser(sub) -> None:
                              "throughput_*/latency_* METRIC is worse than at the good end "
                              "by more than perf.threshold_percent, e.g. "
                              "'test_tcp_iperf3:throughput_mbit_s' (split at the last colon)")
-    parser.add_argument("--repeat", type=count(1, "runs per step"), default=3, metavar="N",
-                        help="runs per step before a commit is called good (default 3); "
-                             "with --perf every step does all N")
+    parser.add_argument("--runs-per-step", dest="repeat", type=count(1, "runs per step"),
+                        default=None, metavar="N",
+                        help="runs per step before a commit is called good (default: the "
+                             "plan's bisect_repeat, 3); with --perf every step does all N")
+    parser.add_argument("--repeat", dest="repeat", type=count(1, "runs per step"),
+                        default=argparse.SUPPRESS, help=argparse.SUPPRESS)   # the old name
     parser.add_argument("--plan", default=None, help="plan YAML (default quickstart)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a plan key; repeatable")
-    parser.add_argument("--runs-dir", type=Path, default=runs_dir())
+    parser.add_argument("--runs-dir", type=Path, default=runs_dir(),
+                        help="where the bisect's directory goes (default: $HARNESS_RUNS_DIR, "
+                             "else ./runs)")
     parser.add_argument("--json", action="store_true",
                         help="print the bisect's report (bisect.json) as JSON")
-    parser.add_argument("--cache-dir", type=Path, default=None)
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="cache directory (default: $HARNESS_CACHE or "
+                             "$XDG_CACHE_HOME/harness)")
 
 
 def bisect_command(args: argparse.Namespace, console: Console) -> int:
@@ -76,8 +89,8 @@ def bisect_command(args: argparse.Namespace, console: Console) -> int:
         console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code
     try:
-        report = session.bisect(plan, rng, target, args.repeat, args.runs_dir,
-                                cache, console)
+        runs = args.repeat if args.repeat is not None else plan.bisect_repeat
+        report = session.bisect(plan, rng, target, runs, args.runs_dir, cache, console)
     except KeyboardInterrupt:
         return EXIT_INFRA
     except HarnessError as exc:         # a damaged bisect.json, among others
@@ -94,8 +107,8 @@ def bisect_command(args: argparse.Namespace, console: Console) -> int:
 def _setup(args) -> tuple[plan_mod.Plan, SeriesRange | GitRange, Target]:
     from .steps import Target, failed_run, perf_target, suite_of_glob
     target = Target(args.test, args.crash)
-    if args.repeat < 1:
-        raise PlanError("--repeat: at least 1", EXIT_BAD_INPUT)
+    if args.repeat is not None and args.repeat < 1:
+        raise PlanError("--runs-per-step: at least 1", EXIT_BAD_INPUT)
     if args.perf:
         if args.test or args.crash:
             raise PlanError("--perf is a target of its own: not with --test or --crash",

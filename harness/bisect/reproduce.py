@@ -37,11 +37,15 @@ def add_parser(sub) -> None:
                         help="the rows to reproduce (default: what failed in RUN_DIR)")
     parser.add_argument("--crash", default="", metavar="TEXT",
                         help="the crash to reproduce (title or signature contains TEXT)")
-    parser.add_argument("--repeat", type=count(1, "runs"), default=2, metavar="N",
-                        help="runs (default 2)")
+    parser.add_argument("--attempts", dest="repeat", type=count(1, "runs"), default=2,
+                        metavar="N", help="runs of the failure (default 2)")
+    parser.add_argument("--repeat", dest="repeat", type=count(1, "runs"),
+                        default=argparse.SUPPRESS, help=argparse.SUPPRESS)   # the old name
     parser.add_argument("--runs-dir", type=Path, default=None,
                         help="where the new runs go (default: beside RUN_DIR)")
-    parser.add_argument("--cache-dir", type=Path, default=None)
+    parser.add_argument("--cache-dir", type=Path, default=None,
+                        help="cache directory (default: $HARNESS_CACHE or "
+                             "$XDG_CACHE_HOME/harness)")
     parser.add_argument("--json", action="store_true",
                         help="print the verdicts and run directories as JSON")
 

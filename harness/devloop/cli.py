@@ -21,7 +21,7 @@ from rich.table import Table
 from .. import proc
 from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, DevloopError, HarnessError
-from ..inputs import check_name, quote
+from ..inputs import CACHE_DIR_HELP, check_name, quote
 from ..results.crashes import Attribution, node_crashes
 from ..results.model import KeptRecord
 from ..results.safe import printable, strip_controls
@@ -86,7 +86,7 @@ def add_parsers(sub, add_run_options) -> None:
                     "the newest kept run); NODE: default node1. With `-- CMD...` the "
                     "command's exit code is returned.")
     ssh.add_argument("words", nargs="*", metavar="RUN|NODE")
-    ssh.add_argument("--cache-dir", type=Path, default=None)
+    ssh.add_argument("--cache-dir", type=Path, default=None, help=CACHE_DIR_HELP)
     console = sub.add_parser("console", help="follow a kept node's serial console: "
                                              "harness console [RUN] [NODE]")
     console.add_argument("words", nargs="*", metavar="RUN|NODE")
@@ -94,14 +94,14 @@ def add_parsers(sub, add_run_options) -> None:
                          help="console lines shown before following (default 50)")
     console.add_argument("--no-follow", action="store_true",
                          help="print and return instead of following")
-    console.add_argument("--cache-dir", type=Path, default=None)
+    console.add_argument("--cache-dir", type=Path, default=None, help=CACHE_DIR_HELP)
     stop = sub.add_parser("stop", help="stop a kept run's nodes (default the newest)")
     stop.add_argument("run", nargs="?", metavar="RUN")
     stop.add_argument("--all", action="store_true", help="every kept run")
-    stop.add_argument("--cache-dir", type=Path, default=None)
+    stop.add_argument("--cache-dir", type=Path, default=None, help=CACHE_DIR_HELP)
     ps = sub.add_parser("ps", help="the kept-up runs: id, plan, nodes, tree, time left")
-    ps.add_argument("--json", action="store_true")
-    ps.add_argument("--cache-dir", type=Path, default=None)
+    ps.add_argument("--json", action="store_true", help="print the kept runs as JSON")
+    ps.add_argument("--cache-dir", type=Path, default=None, help=CACHE_DIR_HELP)
 
 
 # --- boot and --keep-on-failure ---------------------------------------------------

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from ..cache import Cache, private_dir
 from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError
-from ..inputs import count, runs_dir
+from ..inputs import CACHE_DIR_HELP, RUNS_DIR_HELP, count, runs_dir
 from ..results.safe import printable
 from . import config as config_mod
 from .matrix import expand, parse_shard, shard
@@ -34,8 +34,8 @@ def add_parser(sub) -> None:
                     "head whose Kconfig no longer takes the fragments (kind config), "
                     "2 bad input, 3 a job could not run.")
     parser.add_argument("config", type=Path, help="NIGHTLY.yaml (e.g. plans/nightly.yaml)")
-    parser.add_argument("--runs-dir", type=Path, default=runs_dir())
-    parser.add_argument("--cache-dir", type=Path, default=None)
+    parser.add_argument("--runs-dir", type=Path, default=runs_dir(), help=RUNS_DIR_HELP)
+    parser.add_argument("--cache-dir", type=Path, default=None, help=CACHE_DIR_HELP)
     parser.add_argument("--shard", default="1/1", metavar="I/N",
                         help="run the I-th of N disjoint shares of the matrix")
     parser.add_argument("--jobs", type=count(1, "jobs at once"), default=1, metavar="K",

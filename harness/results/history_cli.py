@@ -38,8 +38,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     parser.add_argument("--runs-dir", type=Path, default=runs_dir(),
                         help="where the run directories are (default: "
                              "$HARNESS_RUNS_DIR, else ./runs)")
-    parser.add_argument("--db", type=Path, default=None,
+    parser.add_argument("--history", dest="db", type=Path, default=None, metavar="FILE",
                         help="the index (default: <runs-dir>/history.sqlite)")
+    parser.add_argument("--db", dest="db", type=Path, default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)                   # the old name
     parser.add_argument("--plan", default=None, help="only runs of this plan")
     parser.add_argument("--test", default=None, metavar="GLOB",
                         help="only rows whose name (or 'suite name') matches")

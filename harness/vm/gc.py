@@ -25,7 +25,7 @@ from ..results.safe import printable
 from . import dac
 from .libvirt import DEFAULT_URI, METADATA_NS, bindings, connect
 from .owners import judge, pid_alive
-from .remote import parse, uri_option
+from .remote import parse, uri_options
 
 if TYPE_CHECKING:
     import libvirt     # imported when used (bindings()): an optional dependency
@@ -44,8 +44,8 @@ class Leftover:
 
 def add_parser(sub) -> None:
     gc = sub.add_parser("gc", help="remove libvirt domains that crashed runs left behind")
-    gc.add_argument("--uri", action="append", default=[], type=arg_type(uri_option),
-                    help=f"libvirt URI (repeatable; default {DEFAULT_URI})")
+    gc.add_argument("--uri", action="extend", default=[], type=arg_type(uri_options),
+                    help=f"libvirt URIs (comma-separated or repeated; default {DEFAULT_URI})")
     gc.add_argument("--older-than", default=None, type=duration, metavar="AGE",
                     help="also remove harness domains started longer ago than AGE "
                          "(30m, 2h, 1d); default: only expired ones and those whose "

@@ -109,6 +109,12 @@ def uri_option(text: str) -> str:
     return check_scheme(text, "")
 
 
+def uri_options(text: str) -> list[str]:
+    """A command-line --uri of comma-separated URIs, each checked."""
+    return [uri_option(part.strip()) for part in text.split(",") if part.strip()] or \
+        [uri_option(text)]
+
+
 def check(uri: str) -> HostAddress:
     """The URI's address, or PlanError (exit 2) for a URI the harness does not
     know (check_scheme) or a remote one whose host the harness cannot reach

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -60,3 +61,41 @@ def test_boot_and_reload_offer_no_verdict_options():
         assert "--bisect" not in text and "--repeat" not in text and "--history" in text
     assert "--tree" in options("boot") and "--tree" in options("run")
     assert "--bisect" in options("run") and "--plan" in options("run")
+
+
+def test_one_list_syntax_and_the_old_spellings_still_parse():
+    from harness.cli import build_parser
+    parse = build_parser().parse_args
+    args = parse(["doctor", "--passthrough", "0000:3b:00.0,3c:00.0", "3d:00.0"])
+    assert args.passthrough == ["0000:3b:00.0", "3c:00.0", "3d:00.0"]
+    args = parse(["doctor", "--uri", "qemu:///system,qemu:///session", "--uri", "test:///default"])
+    assert args.uri == ["qemu:///system", "qemu:///session", "test:///default"]
+    args = parse(["bisect", "--series", "a,b", "c", "--test", "x"])
+    assert args.series == ["a", "b", "c"] and args.repeat is None
+    # each repeat named for what it repeats; the old name still works
+    assert parse(["bisect", "--series", "a", "--runs-per-step", "4"]).repeat == 4
+    assert parse(["bisect", "--series", "a", "--repeat", "4"]).repeat == 4
+    assert parse(["reproduce", "r", "--attempts", "5"]).repeat == 5
+    assert parse(["reproduce", "r", "--repeat", "5"]).repeat == 5
+    assert parse(["reproduce", "r"]).repeat == 2
+    # the history index is --history everywhere; --db still works
+    assert parse(["history", "--history", "h.sqlite"]).db == Path("h.sqlite")
+    assert parse(["history", "--db", "h.sqlite"]).db == Path("h.sqlite")
+    assert parse(["history"]).db is None
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    import argparse
+
+    from harness.cli import build_parser
+
+    def parsers(parser, prog="harness"):
+        yield prog, parser
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from parsers(sub, f"{prog} {name}")
+    silent = [f"{prog} {'/'.join(a.option_strings)}"
+              for prog, parser in parsers(build_parser()) for a in parser._actions
+              if a.option_strings and a.help is None]
+    assert not silent, f"options without help: {silent}"

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from harness import pipeline, plan as plan_mod
 from harness import resolve
-from harness.cli import _parser, choices_of
+from harness.cli import build_parser, choices_of
 from harness.devloop import modules
 from harness.errors import EXIT_INFRA, PlanError, ReloadError
 from harness.progress import Progress
@@ -110,7 +110,7 @@ def test_test_each_is_off_by_default_and_needs_per_patch_and_qemu():
 
 
 def series_args(*extra: str):
-    return _parser().parse_args(["series", "check", "demo-rxe-counters", *extra])
+    return build_parser().parse_args(["series", "check", "demo-rxe-counters", *extra])
 
 
 def series_plan(plan, args):
