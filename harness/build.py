@@ -12,9 +12,10 @@ import re
 import shutil
 import time
 from dataclasses import dataclass
+from typing import Callable
 from pathlib import Path
 
-from . import proc, sandbox
+from . import buildwatch, proc, sandbox
 from .cache import Cache, digest
 from .errors import EXIT_FAIL, EXIT_INFRA, BuildError, disk_full
 from .kconfig import ConfigReport
@@ -130,14 +131,16 @@ def incremental(tree: Path, objdir: Path, spec: BuildSpec, cache: Cache,
 
 
 def build(tree: SourceTree, config: ConfigReport, objdir: Path, spec: BuildSpec,
-          cache: Cache, log: Path) -> KernelBuild:
+          cache: Cache, log: Path, say: Callable[[str], None] | None = None) -> KernelBuild:
+    """The kernel of `tree` with `config`, from the build cache or made in
+    `objdir`; `say`: progress lines during make (buildwatch.py)."""
     # tree.content: the commit, and a working tree's uncommitted edits
     key = digest(tree.content, config.config_hash, compiler_id(), "bzImage modules")
     entry = cache.get("kernels", key)
     if entry is None:
         with cache.lock("kernels", key):
             entry = cache.get("kernels", key) or _build_into_cache(
-                tree, config, objdir, spec, cache, key, log)
+                tree, config, objdir, spec, cache, key, log, say)
             cached = False
     else:
         cached = True
@@ -145,16 +148,21 @@ def build(tree: SourceTree, config: ConfigReport, objdir: Path, spec: BuildSpec,
 
 
 def _build_into_cache(tree: SourceTree, config: ConfigReport, objdir: Path,
-                      spec: BuildSpec, cache: Cache, key: str, log: Path) -> Path:
+                      spec: BuildSpec, cache: Cache, key: str, log: Path,
+                      say: Callable[[str], None] | None = None) -> Path:
     start = time.monotonic()
     if config.config != objdir / ".config":
         shutil.copyfile(config.config, objdir / ".config")
     make_log = log.parent / "make.log"
     make_log.unlink(missing_ok=True)
     box, env = make_box(tree.path, objdir, cache), make_env(cache)
-    result = proc.run(make_argv(objdir, spec, "olddefconfig", "bzImage", "modules"),
-                      cwd=tree.path, timeout=spec.timeout, log=make_log, error=BuildError,
-                      env=env, box=box)
+    cold = not (objdir / "vmlinux").exists()        # nothing linked there yet
+    with buildwatch.watch(make_log, cache, config.config_hash, cold, say):
+        result = proc.run(make_argv(objdir, spec, "olddefconfig", "bzImage", "modules"),
+                          cwd=tree.path, timeout=spec.timeout, log=make_log,
+                          error=BuildError, env=env, box=box)
+    if cold and result.ok:
+        buildwatch.remember(cache, config.config_hash, buildwatch.count(make_log))
     text = make_log.read_text(errors="replace")
     _append(log, text)
     if not result.ok and disk_full(text[-20000:]):

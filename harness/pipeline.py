@@ -168,7 +168,8 @@ def kernel(run: Run) -> Kernel:
             result.kconfig = section
             kconfig.check(report)
         with run.stages("build") as info:
-            kb = build.build(tree, report, objdir, plan.build, cache, logs / "build.log")
+            kb = build.build(tree, report, objdir, plan.build, cache, logs / "build.log",
+                             say=run.say)
             order = objdir / "modules.order"
             run.kernel = Kernel(tree, report, kb, order.read_text() if order.exists() else "")
             info.cached, info.note = kb.cached, f"{len(kb.warnings)} warnings"
