@@ -311,7 +311,7 @@ def test_the_build_and_config_keys_change_with_the_edits(user, tmp_path, monkeyp
     kconfig_edit = dataclasses.replace(clean, diff_hash="ef" * 16, kconfig_hash="12" * 16)
 
     def build_key(tree):
-        def record(tree, config, objdir, spec, cache, key, log):
+        def record(tree, config, objdir, spec, cache, key, log, say=None):
             raise Key(key)
         monkeypatch.setattr(build, "_build_into_cache", record)
         monkeypatch.setattr(build, "compiler_id", lambda cc="gcc": "gcc 14")
