@@ -53,8 +53,8 @@ def test_every_golden_file_has_its_scenario():
     assert {p.stem for p in EXPECTED.iterdir()} == names
 
 
-def test_the_readme_example_is_what_defconfig_says(tmp_path):
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+def test_the_manual_example_is_what_defconfig_says(tmp_path):
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "manual" / "kconfig.md").read_text()
     block = readme.split("```\nCONFIG_DRM_NOUVEAU_SVM:", 1)[1].split("```", 1)[0]
     text = failure_text(report_of("defconfig", "gpu", tmp_path))
     assert "CONFIG_DRM_NOUVEAU_SVM:" + block in text + "\n"

@@ -36,3 +36,4 @@ def test_every_key_is_named_by_its_dotted_path_with_a_meaning():
     empty = [row[0] for row in plan_reference.rows() if not row[4]]
     assert not empty, f"keys without a comment in harness/plan.py: {empty}"
     assert "internal" in dict((r[0], r[4]) for r in plan_reference.rows())["source_file"]
+
