@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from . import listing, overrides, plan as plan_mod
+from . import completion, listing, overrides, plan as plan_mod
 from .errors import HarnessError, PlanError
 from .jsonout import JsonMode
 from .inputs import CommaList, arg_type, check_run_path, count, dashed_values, runs_dir
@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     gc.add_parser(sub)
     nightly_cli.add_parser(sub)
     listing.add_parser(sub)
+    completion.add_parser(sub)
     devloop_cli.add_parsers(sub, _add_boot_options)
     from .devloop import reload
     reload.add_parser(sub, functools.partial(_add_run_options, tests=False))
@@ -278,6 +279,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
     "run": _a_run, "series": _a_run, "boot": _a_run,
     "doctor": _doctor, "config": _config, "gc": _gc, "reload": _reload,
     "list": listing.list_command,
+    "completion": lambda args, console: completion.completion_command(args, build_parser),
     "history": history_cli.history_command,
     "bisect": bisect_cli.bisect_command,
     "compare": compare_cli.compare_command,
