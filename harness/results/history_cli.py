@@ -33,21 +33,31 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "+ .config) is flaky. Exit codes: 0, 2 bad input (no index, or a file "
                     "that is not one of this version: foreign, damaged, older, newer), "
                     "3 the index could not be read or written.")
-    parser.add_argument("action", nargs="?", choices=["rebuild"],
-                        help="rebuild the index from the run directories")
-    parser.add_argument("--runs-dir", type=Path, default=runs_dir(),
-                        help="where the run directories are (default: "
-                             "$HARNESS_RUNS_DIR, else ./runs)")
-    parser.add_argument("--history", dest="db", type=Path, default=None, metavar="FILE",
-                        help="the index (default: <runs-dir>/history.sqlite)")
-    parser.add_argument("--db", dest="db", type=Path, default=argparse.SUPPRESS,
-                        help=argparse.SUPPRESS)                   # the old name
+    _index_options(parser, runs_dir(), None)
+    actions = parser.add_subparsers(dest="action", metavar="rebuild")
+    rebuild = actions.add_parser(
+        "rebuild", help="make the index again from the run directories",
+        description="Reads every <runs-dir>/*/results.json and writes the index in place "
+                    "(never over a file that is not an index). Exit codes: 0, 2 bad input, "
+                    "3 the index could not be written.")
+    # SUPPRESS: the values given before `rebuild` stay when none come after it
+    _index_options(rebuild, argparse.SUPPRESS, argparse.SUPPRESS)
     parser.add_argument("--plan", default=None, help="only runs of this plan")
     parser.add_argument("--test", default=None, metavar="GLOB",
                         help="only rows whose name (or 'suite name') matches")
     parser.add_argument("--last", type=count(1, "runs"), default=10, metavar="N",
                         help="statuses per test, newest first (default 10)")
     parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def _index_options(parser: argparse.ArgumentParser, runs: object, db: object) -> None:
+    parser.add_argument("--runs-dir", type=Path, default=runs,
+                        help="where the run directories are (default: "
+                             "$HARNESS_RUNS_DIR, else ./runs)")
+    parser.add_argument("--history", dest="db", type=Path, default=db, metavar="FILE",
+                        help="the index (default: <runs-dir>/history.sqlite)")
+    parser.add_argument("--db", dest="db", type=Path, default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS)                   # the old name
 
 
 def history_command(args: argparse.Namespace, console: Console) -> int:
