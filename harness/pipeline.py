@@ -378,6 +378,7 @@ def run_suites(run: Run, kernel: Kernel, names: tuple[str, ...], log: Path,
     sctx = suite_context(run, kernel, names)
     done.expectations = sctx.expectations.summary()
     shown = (run.progress or Progress()).for_tests()
+    sctx.progress = shown.note
     with Watchdog(run.nodes, run.plan.vm.hang_timeout, on_hang=shown.hang):
         done.rows = list(suites.run(names, sctx, log, on_result=shown.row))
 

@@ -87,6 +87,10 @@ class TestProgress:
         self.console.print(printable(f"  {record.status:5} {record.suite} {record.name} "
                                   f"({record.seconds:.1f} s)"))
 
+    def note(self, text: str) -> None:
+        """A progress line of a long suite (pyverbs: batches done / total)."""
+        self.console.print(printable(f"  {text}"))
+
     def hang(self, hang) -> None:
         self.console.print(printable(f"  {hang.node}: hung ({hang.reason}); SysRq task dumps "
                                   f"taken ({len(hang.dump.splitlines())} console lines), "

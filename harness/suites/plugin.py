@@ -67,6 +67,12 @@ class SuiteContext:
     # "test id: message" of each test the harness's own failure ended (an SSH
     # connection that dropped): their rows are errors, and the run exit 3
     infra_errors: list[str] = field(default_factory=list)
+    # a line for the user while a long suite runs (pyverbs' module batches)
+    progress: Callable[[str], None] | None = None
+
+    def say(self, text: str) -> None:
+        if self.progress:
+            self.progress(text)
 
     def dmesg_window(self, dmesg: str) -> str:
         """What the kernel logged since the running test began. A log that lost

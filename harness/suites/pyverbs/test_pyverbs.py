@@ -116,11 +116,14 @@ def test_pyverbs(tree, link, provider, ctx, record_property) -> None:
     record_property("provider", provider)
     rows: list[TestRecord] = []
     wanted = case_filters(ctx.select, provider, modules)
-    for batch, cases in _batches(wanted):
+    batches = _batches(wanted)
+    for done, (batch, cases) in enumerate(batches, 1):
         out = run_modules(node, directory, batch, link, ctx.command_timeout, cases)
         found = parse_report(out.stdout, provider, node.name, batch, out.describe())
         # as the known failures (expectations.yaml) see them
         rows += [ctx.add_record(record) for record in found]
+        ctx.say(f"pyverbs[{provider}]: {done}/{len(batches)} batches of test modules "
+                f"({done / len(batches):.0%}), {len(rows)} cases so far")
     numbers = counts(rows)
     for key, value in numbers.items():
         record_property(f"metric.{key}", float(value))
