@@ -19,6 +19,7 @@ from .bisect import cli as bisect_cli
 from .bisect import reproduce
 from .devloop import cli as devloop_cli
 from .export import cli as export_cli
+from .kconfig import cli as config_cli
 from .nightly import cli as nightly_cli
 from .report import cli as report_cli
 from .results import compare_cli, history_cli, history_db
@@ -70,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "their driver (vfio-pci), their IOMMU group whole; e.g. "
                              "0000:3b:00.0")
     _add_series(sub)
-    _add_config(sub)
+    config_cli.add_parser(sub)
     history_cli.add_parser(sub)
     bisect_cli.add_parser(sub)
     compare_cli.add_parser(sub)
@@ -185,35 +186,6 @@ def _add_run_options(parser: argparse.ArgumentParser, tests: bool = True) -> Non
         devloop_cli.add_ttl(parser)
 
 
-def _add_config(sub) -> None:
-    config = sub.add_parser("config", help="Kconfig: check fragments against a tree, diff "
-                                           "two .config files")
-    csub = config.add_subparsers(dest="config_command", required=True)
-    check = csub.add_parser(
-        "check", help="merge fragments onto a base in a kernel tree (no build) and say, "
-                      "for every requested symbol, whether it stuck and if not why",
-        description="Exit codes: 0 every requested symbol stuck, 1 some did not (with the "
-                    "reason and the fragment lines that fix it), 2 bad input (unknown "
-                    "symbol, conflicting fragments), 3 infrastructure error.")
-    check.add_argument("fragments", nargs="+", metavar="FRAGMENT",
-                       help="a fragment name from kconfigs/ (e.g. rdma) or a file path")
-    check.add_argument("--tree", type=Path, required=True,
-                       help="the kernel source tree (not modified: objects go to the cache)")
-    check.add_argument("--base", default="tinyconfig",
-                       help="tinyconfig (+ kernel/configs/kvm_guest.config, as in runs), "
-                            "defconfig, or a .config file (default: tinyconfig)")
-    check.add_argument("--json", action="store_true",
-                       help="print the results.json `kconfig` section instead of tables")
-    check.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
-                       help="also write the resulting .config to FILE")
-    check.add_argument("--cache-dir", type=Path, default=None, help="cache directory")
-    diff = csub.add_parser("diff", help="symbols whose values differ between two .config "
-                                        "files")
-    diff.add_argument("old", type=Path)
-    diff.add_argument("new", type=Path)
-    diff.add_argument("--json", action="store_true", help="print JSON")
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
@@ -249,11 +221,6 @@ def _doctor(args: argparse.Namespace, console) -> int:
     return max(codes)
 
 
-def _config(args: argparse.Namespace, console) -> int:
-    from .kconfig.cli import config_command
-    return config_command(args, console)
-
-
 def _gc(args: argparse.Namespace, console) -> int:
     from .vm import gc
     return gc.gc_command(args, console)
@@ -277,7 +244,7 @@ def _a_run(args: argparse.Namespace, console) -> int:
 # imported by the handler, not here (`harness --help` stays fast)
 COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
     "run": _a_run, "series": _a_run, "boot": _a_run,
-    "doctor": _doctor, "config": _config, "gc": _gc, "reload": _reload,
+    "doctor": _doctor, "config": config_cli.config_command, "gc": _gc, "reload": _reload,
     "list": listing.list_command,
     "completion": lambda args, console: completion.completion_command(args, build_parser),
     "history": history_cli.history_command,

@@ -15,8 +15,39 @@ from rich.table import Table
 from .. import kconfig, source
 from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, HarnessError
+from ..inputs import CACHE_DIR_HELP
 from ..results.codec import to_plain
 from ..results.safe import printable
+
+
+def add_parser(sub) -> None:
+    """`harness config check|diff`."""
+    config = sub.add_parser("config", help="Kconfig: check fragments against a tree, diff "
+                                           "two .config files")
+    csub = config.add_subparsers(dest="config_command", required=True)
+    check = csub.add_parser(
+        "check", help="merge fragments onto a base in a kernel tree (no build) and say, "
+                      "for every requested symbol, whether it stuck and if not why",
+        description="Exit codes: 0 every requested symbol stuck, 1 some did not (with the "
+                    "reason and the fragment lines that fix it), 2 bad input (unknown "
+                    "symbol, conflicting fragments), 3 infrastructure error.")
+    check.add_argument("fragments", nargs="+", metavar="FRAGMENT",
+                       help="a fragment name from kconfigs/ (e.g. rdma) or a file path")
+    check.add_argument("--tree", type=Path, required=True,
+                       help="the kernel source tree (not modified: objects go to the cache)")
+    check.add_argument("--base", default="tinyconfig",
+                       help="tinyconfig (+ kernel/configs/kvm_guest.config, as in runs), "
+                            "defconfig, or a .config file (default: tinyconfig)")
+    check.add_argument("--json", action="store_true",
+                       help="print the results.json `kconfig` section instead of tables")
+    check.add_argument("-o", "--output", type=Path, default=None, metavar="FILE",
+                       help="also write the resulting .config to FILE")
+    check.add_argument("--cache-dir", type=Path, default=None, help=CACHE_DIR_HELP)
+    diff = csub.add_parser("diff", help="symbols whose values differ between two .config "
+                                        "files")
+    diff.add_argument("old", type=Path, help="the .config before")
+    diff.add_argument("new", type=Path, help="the .config after")
+    diff.add_argument("--json", action="store_true", help="print JSON")
 
 
 def config_command(args: argparse.Namespace, console: Console) -> int:
