@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from harness import plan as plan_mod  # noqa: E402
 from harness.results.baseline import compare_samples  # noqa: E402
+from harness.results.perfstats import median  # noqa: E402
 from harness.results.model import RunResult, load_run  # noqa: E402
 
 # the rows the slowdown is about: rxe's bandwidth (TCP and latency rows may
@@ -92,7 +93,7 @@ def judge_all(clean: list[RunResult], slow: list[RunResult], threshold: float,
                        "false_alarm_rows": sorted({r for f in false for r in f}),
                        "detected_pairs": sum(bool(c) for c in caught)}
     out["medians_by_run"] = {
-        r.run_id: {t.name: {k: round(sorted(v)[len(v) // 2], 1)
+        r.run_id: {t.name: {k: round(median(v), 1)
                             for k, v in (t.samples or {}).items()}
                    for t in r.tests if t.suite == "perf" and t.name.startswith(RDMA_BANDWIDTH)}
         for r in clean + slow}

@@ -13,7 +13,8 @@ from typing import Any, Callable
 from . import completion, listing, overrides, plan as plan_mod
 from .errors import HarnessError, PlanError
 from .jsonout import JsonMode
-from .inputs import CommaList, arg_type, check_run_path, count, dashed_values, runs_dir
+from .inputs import (CACHE_DIR_HELP, RUNS_DIR_HELP, CommaList, arg_type, check_run_path, count,
+                     dashed_values, runs_dir)
 from .progress import make_console
 from .bisect import cli as bisect_cli
 from .bisect import reproduce
@@ -157,11 +158,9 @@ def _add_run_options(parser: argparse.ArgumentParser, tests: bool = True) -> Non
                         help="override a plan key, dotted (e.g. kernel.tree=/src/linux, "
                              "vm.accel=tcg, suites=[modules]); repeatable")
     parser.add_argument("--runs-dir", type=Path, default=runs_dir(),
-                        help="where run directories go (default: $HARNESS_RUNS_DIR, "
-                             "else ./runs)")
+                        help=RUNS_DIR_HELP)
     parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="cache directory (default: $HARNESS_CACHE or "
-                             "$XDG_CACHE_HOME/harness)")
+                        help=CACHE_DIR_HELP)
     parser.add_argument("--history", type=Path, default=None, metavar="FILE",
                         help="the runs' index the run is added to (default: "
                              "<runs-dir>/history.sqlite)")

@@ -17,7 +17,7 @@ from .. import overrides, plan as plan_mod
 from ..cache import Cache
 from ..errors import (EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError,
                       PlanError)
-from ..inputs import CommaList, count, not_option, runs_dir
+from ..inputs import CACHE_DIR_HELP, CommaList, count, not_option, runs_dir
 from ..results.safe import printable
 from .ranges import GitRange, SeriesRange
 
@@ -74,8 +74,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print the bisect's report (bisect.json) as JSON")
     parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="cache directory (default: $HARNESS_CACHE or "
-                             "$XDG_CACHE_HOME/harness)")
+                        help=CACHE_DIR_HELP)
 
 
 def bisect_command(args: argparse.Namespace, console: Console) -> int:

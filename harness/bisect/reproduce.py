@@ -19,7 +19,7 @@ from rich.console import Console
 from .. import plan as plan_mod
 from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
-from ..inputs import count
+from ..inputs import CACHE_DIR_HELP, count
 from ..results import reproducer
 from ..results.model import RunResult
 from ..results.safe import printable
@@ -44,8 +44,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--runs-dir", type=Path, default=None,
                         help="where the new runs go (default: beside RUN_DIR)")
     parser.add_argument("--cache-dir", type=Path, default=None,
-                        help="cache directory (default: $HARNESS_CACHE or "
-                             "$XDG_CACHE_HOME/harness)")
+                        help=CACHE_DIR_HELP)
     parser.add_argument("--json", action="store_true",
                         help="print the verdicts and run directories as JSON")
 
