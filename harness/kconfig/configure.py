@@ -26,7 +26,7 @@ from .tool import KconfigDB, KconfigTool
 from ..plan import KconfigSpec
 from ..results.model import KconfigResult, MissingSymbol, RequestedSymbol, UnknownSymbol
 from ..source import SourceTree
-from ..source.tree import cached_trees, kernel_version
+from ..source.tree import cached_trees, kconfig_content, kernel_version
 
 # bump when the analysis stored with a cached config changes shape
 ANALYSIS_FORMAT = 2
@@ -78,7 +78,7 @@ def configure(tree: SourceTree, objdir: Path, spec: KconfigSpec, cache: Cache,
     requests = effective_requests(fragments)
     kind, base_file = _base_inputs(spec)
     # sandbox.identity(): the toolchain the tree's Kconfig finds (rustc, ...)
-    key = digest(tree.kconfig_content, kind, base_file and file_digest(base_file),
+    key = digest(kconfig_content(tree), kind, base_file and file_digest(base_file),
                  [(p.name, file_digest(p)) for p in fragments], ANALYSIS_FORMAT,
                  sandbox.identity())
     cached = cache.get("configs", key)

@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
 from dataclasses import dataclass
@@ -46,9 +47,8 @@ class SourceTree:
     # diff_hash names the edits and untracked files ("" when clean)
     working_tree: bool = False
     diff_hash: str = ""
-    # the part of those edits the configuration can depend on (Kconfig files,
-    # the kconfig tool, config fragments, the top Makefile): a .c edit keeps
-    # the cached .config
+    # the part of those edits the configuration can depend on (KCONFIG_INPUTS):
+    # a .c edit keeps the cached .config
     kconfig_hash: str = ""
 
     @property
@@ -57,10 +57,21 @@ class SourceTree:
         tree's edits (a clean one shares its commit's builds)."""
         return f"{self.commit}+{self.diff_hash}" if self.diff_hash else self.commit
 
-    @property
-    def kconfig_content(self) -> str:
-        """`content` as far as the kconfig stage can see it."""
-        return f"{self.commit}+{self.kconfig_hash}" if self.kconfig_hash else self.commit
+
+
+# What the kconfig stage reads of a tree besides the plan's fragments, as git
+# pathspecs: the Kconfig files, the scripts their macros run ($(shell,...),
+# cc-option, the toolchain probes), the tree's own fragments and the top
+# Makefile (the version in the .config's header).
+KCONFIG_INPUTS = (":(glob)**/Kconfig*", ":(glob)scripts/**", ":(glob)**/configs/**",
+                  ":(glob)**/*.config", "Makefile")
+
+
+def _kconfig_input(name: str) -> bool:
+    """`name` (tree-relative) matches KCONFIG_INPUTS."""
+    base = name.rsplit("/", 1)[-1]
+    return (base.startswith("Kconfig") or name.startswith("scripts/")
+            or "/configs/" in f"/{name}" or base.endswith(".config") or name == "Makefile")
 
 
 # a commit as git prints it: SHA-1 or SHA-256, in full
@@ -74,6 +85,26 @@ def object_id(value: str, what: str) -> str:
     if not _OBJECT_ID.fullmatch(value):
         raise SourceError(f"{what}: {value[:80]!r} is not a commit id", EXIT_INFRA)
     return value
+
+
+def kconfig_content(tree: SourceTree) -> str:
+    """What the kconfig stage can see of `tree`, for its cache key: the blob
+    ids of the commit's KCONFIG_INPUTS and a working tree's edits of them. A
+    commit that touches none of them (a driver fix, most of a series, most
+    bisect steps) keeps its parent's .config. A commit git cannot list is
+    keyed by its id."""
+    listed = (git(["ls-tree", "-r", "-z", "--end-of-options", tree.commit], tree.path,
+                  check=False) if _OBJECT_ID.fullmatch(tree.commit) else None)
+    if listed is None or not listed.ok:
+        seen = tree.commit
+    else:
+        h = hashlib.blake2b(digest_size=16)
+        for entry in listed.raw_stdout.split(b"\0"):
+            name = entry.partition(b"\t")[2]
+            if name and _kconfig_input(name.decode("utf-8", "surrogateescape")):
+                h.update(entry + b"\0")
+        seen = "kconfig-inputs:" + h.hexdigest()
+    return f"{seen}+{tree.kconfig_hash}" if tree.kconfig_hash else seen
 
 
 def git(args: list[str], cwd: Path, log: Path | None = None, check: bool = True,

@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import proc
 from ..errors import EXIT_BAD_INPUT, SourceError
 from ..plan import WORKING_TREE, KernelSpec
-from .tree import SourceTree, check_kernel_tree, git, is_bare, kernel_version
+from .tree import KCONFIG_INPUTS, SourceTree, check_kernel_tree, git, is_bare, kernel_version
 
 # what the kernel's top Makefile (`outputmakefile`) refuses for `make O=`:
 # $(srctree)/.config a file, these two directories (SRCARCH is x86 here)
@@ -70,11 +70,6 @@ def unclean_for_out_of_tree(tree: Path) -> str:
                     "tree): run `make mrproper` there (it deletes .config too: save it "
                     "first if you need it)")
     return ""
-
-
-# what the kconfig stage reads besides the plan's fragments (git pathspecs)
-KCONFIG_INPUTS = (":(glob)**/Kconfig*", ":(glob)scripts/kconfig/**", ":(glob)**/configs/**",
-                  ":(glob)**/*.config", "Makefile")
 
 
 def diff_hash(tree: Path, paths: tuple[str, ...] = ()) -> str:

@@ -23,6 +23,7 @@ from harness.errors import EXIT_BAD_INPUT, PlanError, SourceError
 from harness.plan import KconfigSpec, KernelSpec, Plan
 from harness.results.model import RunResult
 from harness.source import SourceTree, prepare, working
+from harness.source.tree import kconfig_content
 from tests.unit.test_cli import forbid_stages
 from tests.unit.test_source_git import kernel_files
 
@@ -350,6 +351,36 @@ def test_the_kconfig_hash_covers_only_what_kconfig_reads(user):
     tree = working.prepare(KernelSpec(source="git", tree=str(user), ref="working-tree"))
     assert tree.kconfig_hash and tree.kconfig_hash != tree.diff_hash
     assert working.dirty(user) == {"drivers/x.c", "drivers/Kconfig"}
+
+
+def test_a_commit_that_touches_no_kconfig_input_keeps_its_parents_config_key(user):
+    """The kconfig stage's key is what it reads, not the commit: a driver
+    fix (a series patch, a bisect step) reuses the cached .config; a Kconfig
+    file, a script its macros run or the top Makefile make a new one."""
+    def key() -> str:
+        return kconfig_content(SourceTree(user, git(user, "rev-parse", "HEAD"), "7.2.0", "a ref"))
+
+    def commit(path: str, text: str) -> str:
+        (user / path).parent.mkdir(parents=True, exist_ok=True)
+        (user / path).write_text(text)
+        git(user, "add", path)
+        git(user, "commit", "-qm", path)
+        return key()
+
+    base = key()
+    assert commit("drivers/infiniband/sw/rxe/rxe_odp.c", "int x;\n") == base
+    assert commit("Documentation/x.rst", "x\n") == base
+    seen = {base}
+    for path in ("drivers/infiniband/Kconfig", "arch/x86/Kconfig.debug",
+                 "scripts/cc-version.sh", "kernel/configs/debug.config", "Makefile"):
+        seen.add(commit(path, f"# {path}\n"))
+    assert len(seen) == 6
+    # a commit git does not know is keyed by itself
+    assert kconfig_content(SourceTree(user, "f" * 40, "7.2.0", "x")) == "f" * 40
+    # a working tree's edits of the inputs are added to the commit's
+    edited = SourceTree(user, git(user, "rev-parse", "HEAD"), "7.2.0", "x",
+                        working_tree=True, kconfig_hash="ab" * 16)
+    assert kconfig_content(edited) == f"{key()}+{'ab' * 16}"
 
 
 def test_merge_config_runs_outside_the_checkout(user, tmp_path):
