@@ -29,6 +29,14 @@ _BW = re.compile(r"bytes in [\d.]+ seconds = ([\d.]+) Mbit/sec")
 _LAT = re.compile(r"iters in [\d.]+ seconds = ([\d.]+) usec/iter")
 
 
+# Iterations of an ibv_*_pingpong (`-n`; rdma-core's default is 1000). Under
+# TCG one rc iteration takes ~13 ms (docs/measurements.md 12l): 1000 cost 13 s
+# per row and per run, while what a row checks (the QP connects, the data goes
+# both ways, the rates are printed) shows in the first iteration. A hundred
+# keep the metrics an average while cutting each row to a second or two.
+PINGPONG_ITERS = ("-n", "100")
+
+
 def pingpong_rates(stdout: str) -> tuple[float, float] | None:
     """(Mbit/s, usec/iter) from an ibv_*_pingpong's summary lines."""
     bw, lat = _BW.search(stdout), _LAT.search(stdout)

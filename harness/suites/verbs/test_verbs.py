@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.suites.fabric import pingpong_rates, provider_fabric
+from harness.suites.fabric import PINGPONG_ITERS, pingpong_rates, provider_fabric
 from harness.suites.pair import run_pair
 from harness.suites.registry import of_file
 from harness.suites.verbs.parse import cm_status, prefetch_errors
@@ -75,8 +75,10 @@ def test_pingpong(fabric, ctx, case: Pingpong, record_property):
     _skip_unless_capable(fabric, case.needs)
 
     def argv(node, *peer: str) -> list[str]:
+        # ibv_xsrq_pingpong's -n is its number of tests, not iterations
+        iters = PINGPONG_ITERS if case.rates else ()
         return [case.tool, "-d", fabric.dev, "-g", str(fabric.gid_index[node.name]),
-                *case.options, *peer]
+                *iters, *case.options, *peer]
 
     pair = run_pair(fabric.server, fabric.client, ctx, argv(fabric.server),
                     argv(fabric.client, fabric.server.l2_ip))

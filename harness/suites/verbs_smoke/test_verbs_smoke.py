@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.suites.fabric import pingpong_rates
+from harness.suites.fabric import PINGPONG_ITERS, pingpong_rates
 from harness.suites.rxe_fabric import DEV, client_server, fabric  # noqa: F401 (fixture)
 
 
@@ -23,8 +23,8 @@ def test_pingpong(fabric, ctx, tool, record_property):
     record_property("node", fabric["client"].name)
     gid = str(fabric["gid"])
     client, served = client_server(
-        fabric, ctx, [tool, "-d", DEV, "-g", gid],
-        [tool, "-d", DEV, "-g", gid, fabric["server"].l2_ip])
+        fabric, ctx, [tool, "-d", DEV, "-g", gid, *PINGPONG_ITERS],
+        [tool, "-d", DEV, "-g", gid, *PINGPONG_ITERS, fabric["server"].l2_ip])
     assert client.ok, f"client failed:\n{client.describe()}"
     assert served.ok, f"server failed:\n{served.describe()}"
     rates = pingpong_rates(client.stdout)
