@@ -131,16 +131,17 @@ def incremental(tree: Path, objdir: Path, spec: BuildSpec, cache: Cache,
 
 
 def build(tree: SourceTree, config: ConfigReport, objdir: Path, spec: BuildSpec,
-          cache: Cache, log: Path, say: Callable[[str], None] | None = None) -> KernelBuild:
+          cache: Cache, log: Path,
+          meter: Callable[[str, float | None], None] | None = None) -> KernelBuild:
     """The kernel of `tree` with `config`, from the build cache or made in
-    `objdir`; `say`: progress lines during make (buildwatch.py)."""
+    `objdir`; `meter`: readings of make's progress (buildwatch.py)."""
     # tree.content: the commit, and a working tree's uncommitted edits
     key = digest(tree.content, config.config_hash, compiler_id(), "bzImage modules")
     entry = cache.get("kernels", key)
     if entry is None:
         with cache.lock("kernels", key):
             entry = cache.get("kernels", key) or _build_into_cache(
-                tree, config, objdir, spec, cache, key, log, say)
+                tree, config, objdir, spec, cache, key, log, meter)
             cached = False
     else:
         cached = True
@@ -149,7 +150,7 @@ def build(tree: SourceTree, config: ConfigReport, objdir: Path, spec: BuildSpec,
 
 def _build_into_cache(tree: SourceTree, config: ConfigReport, objdir: Path,
                       spec: BuildSpec, cache: Cache, key: str, log: Path,
-                      say: Callable[[str], None] | None = None) -> Path:
+                      meter: Callable[[str, float | None], None] | None = None) -> Path:
     start = time.monotonic()
     if config.config != objdir / ".config":
         shutil.copyfile(config.config, objdir / ".config")
@@ -157,7 +158,7 @@ def _build_into_cache(tree: SourceTree, config: ConfigReport, objdir: Path,
     make_log.unlink(missing_ok=True)
     box, env = make_box(tree.path, objdir, cache), make_env(cache)
     cold = not (objdir / "vmlinux").exists()        # nothing linked there yet
-    with buildwatch.watch(make_log, cache, config.config_hash, cold, say):
+    with buildwatch.watch(make_log, cache, config.config_hash, cold, meter):
         result = proc.run(make_argv(objdir, spec, "olddefconfig", "bzImage", "modules"),
                           cwd=tree.path, timeout=spec.timeout, log=make_log,
                           error=BuildError, env=env, box=box)

@@ -1,5 +1,6 @@
 """Progress of a long make: the objects compiled so far, out of how many, and
-the time left, said every ~30 s while make writes its log.
+the time left, read every few seconds while make writes its log (the display
+shows it as a bar on a terminal, a plain line every ~30 s in a log).
 
 kbuild prints one line per object it compiles ("  CC [M]  drivers/...o",
 "  AS      arch/..."); counting them in make.log needs nothing from make.
@@ -19,7 +20,8 @@ from typing import Callable, Iterator
 
 from .cache import Cache
 
-INTERVAL = 30.0
+# seconds between two readings of make.log (only what make added is read)
+POLL = 2.0
 # the quickstart's tinyconfig + fragments compiled ~1,800 objects (docs/measurements.md)
 FIRST_GUESS = 1800
 _COMPILE = re.compile(r"^\s+(CC|CC \[M\]|AS|AS \[M\]|HOSTCC|RUSTC|RUSTC \[M\])\s+\S")
@@ -27,11 +29,30 @@ _COMPILE = re.compile(r"^\s+(CC|CC \[M\]|AS|AS \[M\]|HOSTCC|RUSTC|RUSTC \[M\])\s
 
 def count(path: Path) -> int:
     """Compile lines in a make log so far."""
-    try:
-        with open(path, errors="replace") as f:
-            return sum(1 for line in f if _COMPILE.match(line))
-    except FileNotFoundError:
-        return 0
+    return Tally(path).update()
+
+
+class Tally:
+    """The compile lines of a growing make log, read incrementally: each
+    update reads only what was appended since the last one."""
+
+    def __init__(self, path: Path):
+        self.path, self.done = path, 0
+        self._offset, self._partial = 0, b""
+
+    def update(self) -> int:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
+        except FileNotFoundError:
+            return self.done
+        self._offset += len(data)
+        lines = (self._partial + data).split(b"\n")
+        self._partial = lines.pop()
+        self.done += sum(1 for raw in lines
+                         if _COMPILE.match(raw.decode("utf-8", "replace")))
+        return self.done
 
 
 def _counts(cache: Cache) -> Path:
@@ -61,11 +82,19 @@ def remember(cache: Cache, config_hash: str, objects: int) -> None:
     (folder / config_hash).write_text(f"{objects}\n")
 
 
+def share_of(done: int, total: int, cold: bool) -> float | None:
+    """The part done (at most 0.99 until make ends); None when not known (an
+    incremental build compiles what changed)."""
+    if not cold:
+        return None
+    return min(done / total, 0.99) if total else 0.0
+
+
 def line(done: int, total: int, exact: bool, cold: bool, elapsed: float) -> str:
     """One progress line ("build: 412/1800 objects (22%), ~9 min left")."""
-    if not cold:
+    share = share_of(done, total, cold)
+    if share is None:
         return f"build: {done} objects compiled (incremental), {elapsed:.0f} s"
-    share = min(done / total, 0.99) if total else 0.0
     about = "" if exact else "~"
     left = ""
     if done and share > 0.02:
@@ -76,17 +105,22 @@ def line(done: int, total: int, exact: bool, cold: bool, elapsed: float) -> str:
 
 @contextmanager
 def watch(make_log: Path, cache: Cache, config_hash: str, cold: bool,
-          say: Callable[[str], None] | None, interval: float = INTERVAL) -> Iterator[None]:
-    """Say a progress line every `interval` seconds while the block runs
-    make into `make_log` (`cold`: from an empty object directory)."""
+          show: Callable[[str, float | None], None] | None,
+          interval: float = POLL) -> Iterator[None]:
+    """Hand `show` a reading (the progress line, the part done) every
+    `interval` seconds while the block runs make into `make_log` (`cold`: from
+    an empty object directory)."""
     total, exact = expected(cache, config_hash)
     stop = threading.Event()
     start = time.monotonic()
+    tally = Tally(make_log)
 
     def loop() -> None:
         while not stop.wait(interval):
-            if say:
-                say(line(count(make_log), total, exact, cold, time.monotonic() - start))
+            if show:
+                done = tally.update()
+                show(line(done, total, exact, cold, time.monotonic() - start),
+                     share_of(done, total, cold))
 
     thread = threading.Thread(target=loop, name="build-progress", daemon=True)
     thread.start()

@@ -129,6 +129,11 @@ class Run:
         if self.progress:
             self.progress.say(text)
 
+    def meter(self, text: str, share: float | None) -> None:
+        """A reading of long work (progress.Progress.meter)."""
+        if self.progress:
+            self.progress.meter(text, share)
+
 
 def kernel(run: Run) -> Kernel:
     """source -> series -> kconfig -> build (-> selftests the suites need)."""
@@ -169,7 +174,7 @@ def kernel(run: Run) -> Kernel:
             kconfig.check(report)
         with run.stages("build") as info:
             kb = build.build(tree, report, objdir, plan.build, cache, logs / "build.log",
-                             say=run.say)
+                             meter=run.meter)
             order = objdir / "modules.order"
             run.kernel = Kernel(tree, report, kb, order.read_text() if order.exists() else "")
             info.cached, info.note = kb.cached, f"{len(kb.warnings)} warnings"
@@ -210,7 +215,7 @@ def _series(run: Run, tree: source.SourceTree, objdir: Path) -> source.SourceTre
         run.say(f"base {tree.commit[:12]}: building in {objdir} to learn its warnings")
         checker = patchcheck.PatchChecker.prepare(
             plan, run.cache, tree, objdir, logs,
-            on_patch=run.progress.patch if run.progress else None)
+            on_patch=run.progress.patch if run.progress else None, meter=run.meter)
     applied = series.apply(tree, specs, logs / "series.log", after_each=checker)
     reports = checker.finish() if checker else [
         PatchResult(p.index, p.series, p.subject, p.author, p.commit,

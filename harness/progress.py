@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 
 from rich.console import Console
+from rich.progress_bar import ProgressBar
+from rich.status import Status as Spinner
+from rich.table import Table
 
 from .results.model import PatchResult, Status, TestRecord
 from .results.safe import printable
@@ -14,6 +18,21 @@ from .results.safe import printable
 # a log that is not a terminal (CI) gets lines this wide, so that tables never
 # cut a test or module name (rich's default is 80 columns)
 LOG_WIDTH = 250
+# seconds between two progress lines of long work in a log (a terminal's bar
+# follows every reading)
+LOG_INTERVAL = 30.0
+
+
+def meter_view(stage: str, text: str, share: float | None) -> Table:
+    """A terminal's status line for a reading: the stage, a bar when the part
+    done is known, the reading's text."""
+    shown = Table.grid(padding=(0, 1))
+    if share is None:
+        shown.add_row(f"{stage} ...", printable(text))
+    else:
+        shown.add_row(stage, ProgressBar(total=1.0, completed=share, width=30),
+                      printable(text))
+    return shown
 
 
 def make_console() -> Console:
@@ -24,15 +43,40 @@ def make_console() -> Console:
 
 
 class Progress:
-    def __init__(self, console: Console | None = None):
+    def __init__(self, console: Console | None = None, log_interval: float = LOG_INTERVAL):
         self.console = console or make_console()
+        self.log_interval = log_interval
+        self._status: Spinner | None = None    # the running stage's spinner (a terminal)
+        self._stage = ""
+        self._said = 0.0               # when the last progress line went to a log
 
     @contextlib.contextmanager
     def stage(self, name: str):
         self.console.print(f"[bold]>[/] {name} ...")
-        with (self.console.status(f"{name} ...") if self.console.is_terminal
-              else contextlib.nullcontext()):
+        self._stage, self._said = name, time.monotonic()
+        if not self.console.is_terminal:
             yield
+            return
+        with self.console.status(f"{name} ...") as status:
+            self._status = status
+            try:
+                yield
+            finally:
+                self._status = None
+
+    def meter(self, text: str, share: float | None) -> None:
+        """A reading of long work in the running stage ("build: 412/1800
+        objects (22%), ~9 min left"; `share` the part done, None when not
+        known): on a terminal the stage's status line shows it with a bar,
+        in a log it is a plain line every `log_interval` seconds."""
+        status = self._status
+        if status is not None:
+            status.update(meter_view(self._stage, text, share))
+            return
+        now = time.monotonic()
+        if now - self._said >= self.log_interval:
+            self._said = now
+            self.say(text)
 
     def stage_done(self, name: str, seconds: float, cached: bool) -> None:
         self.console.print(f"[green]ok[/] {name} {seconds:.1f} s"

@@ -101,13 +101,15 @@ class PatchChecker:
 
     @classmethod
     def prepare(cls, plan: Plan, cache: Cache, tree: SourceTree, objdir: Path, logs: Path,
-                on_patch: Callable[[PatchResult], None] | None = None) -> "PatchChecker":
+                on_patch: Callable[[PatchResult], None] | None = None,
+                meter: Callable[[str, float | None], None] | None = None) -> "PatchChecker":
         """Configure and build the base (the tree checked out at it; the build
-        cache makes a known base free) and learn its warnings: the checker to
-        call after each patch."""
+        cache makes a known base free; `meter`: the build's progress) and
+        learn its warnings: the checker to call after each patch."""
         base_report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / "kconfig.log")
         kconfig.check(base_report)
-        base = build.build(tree, base_report, objdir, plan.build, cache, logs / "build.log")
+        base = build.build(tree, base_report, objdir, plan.build, cache, logs / "build.log",
+                           meter)
         checker = cls(plan, cache, objdir, base_report, logs, on_patch)
         checker.baseline(tree, base.warnings)
         return checker

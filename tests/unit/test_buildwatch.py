@@ -47,9 +47,24 @@ def test_lines_come_while_make_writes(tmp_path):
               "with open(sys.argv[1], 'a', buffering=1) as f:\n"
               "    for i in range(40):\n"
               "        f.write(f'  CC      obj{i}.o\\n'); time.sleep(0.02)\n")
-    said: list[str] = []
-    with buildwatch.watch(log, cache, "cfg", True, said.append, interval=0.2):
+    read: list[tuple[str, float | None]] = []
+    with buildwatch.watch(log, cache, "cfg", True, lambda *r: read.append(r), interval=0.2):
         subprocess.run([sys.executable, "-c", writer, str(log)], check=True)
         time.sleep(0.3)
+    said = [text for text, _ in read]
     assert said and all(s.startswith("build: ") and "/40 objects (" in s for s in said)
-    assert said[-1].startswith("build: 40/40 objects (99%)")
+    assert said[-1].startswith("build: 40/40 objects (99%)") and read[-1][1] == 0.99
+    shares = [share for _, share in read]
+    assert shares == sorted(shares)                  # the bar only moves forward
+
+
+def test_the_tally_reads_only_what_was_appended_and_waits_for_whole_lines(tmp_path):
+    log = tmp_path / "make.log"
+    tally = buildwatch.Tally(log)
+    assert tally.update() == 0                       # not there yet
+    log.write_text("  CC      a.o\n  CC [M]  b")
+    assert tally.update() == 1                       # "b" is half a line
+    with open(log, "a") as f:
+        f.write(".o\n  LD      vmlinux\n  AS      c.o\n")
+    assert tally.update() == 3 and tally.update() == 3
+    assert buildwatch.share_of(3, 0, True) == 0.0 and buildwatch.share_of(3, 10, False) is None
