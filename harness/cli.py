@@ -183,6 +183,10 @@ def _add_run_options(parser: argparse.ArgumentParser, tests: bool = True) -> Non
                             help="a failing run keeps its nodes up for inspection (harness "
                                  "ssh / console / stop; they stop by themselves after --ttl)")
         devloop_cli.add_ttl(parser)
+        parser.add_argument("--json", action="store_true",
+                            help="print the run's results.json on stdout when it ends (one "
+                                 "JSON document, or {\"error\", \"exit\"}); the progress goes "
+                                 "to stderr")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -315,7 +319,21 @@ def _run_command(args: argparse.Namespace, console, scratch: Path) -> int:
     if plan.bisect:
         from .bisect import auto
         result = auto.after_run(plan, result, args.runs_dir, cache, console, args.history)
+    if args.json:
+        _emit_results(args.runs_dir / result.run_id / "results.json")
     return result.exit_code
+
+
+def _emit_results(path: Path) -> None:
+    """--json: the run's results.json as written (a run that ended before it
+    had a directory: the error document JsonMode prints)."""
+    import json
+
+    from .jsonout import emit
+    try:
+        emit(json.loads(path.read_text()))
+    except (OSError, ValueError):
+        pass
 
 
 def choices_of(args: argparse.Namespace):

@@ -56,3 +56,25 @@ def test_the_error_text_is_the_last_error_message():
     assert last_error(text) == "the one\n  its second line"
     assert last_error("no prefix here\nlast line\n") == "last line"
     assert last_error("") == "failed"
+
+
+def test_a_run_under_json_prints_its_results_json_and_nothing_else(tmp_path):
+    """A run that stops at bad input still has a run directory: its
+    results.json is the document, the stage lines went to stderr."""
+    runs = tmp_path / "runs"
+    done = harness("run", "--json", "--runs-dir", str(runs), "--set", "suites=[nosuch]",
+                   cwd=tmp_path)
+    document = json.loads(done.stdout)
+    assert done.returncode == document["exit_code"] == 2, done.stderr
+    assert document["verdict"] == "error" and "nosuch" in document["error"]
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    assert document == json.loads((run_dir / "results.json").read_text())
+    assert "verdict: error" in done.stderr
+
+
+def test_series_check_under_json_with_a_series_that_does_not_exist_is_an_error_document(
+        tmp_path):
+    done = harness("series", "check", "no-such-series", "--json", "--runs-dir",
+                   str(tmp_path / "runs"), cwd=tmp_path)
+    document = json.loads(done.stdout)
+    assert done.returncode == document["exit"] == 2 and "no-such-series" in document["error"]
