@@ -138,27 +138,28 @@ def work_unit(nodeid: str) -> str:
 
 
 # Seconds a work unit took in a CI run on the 2-core machine (docs/measurements.md
-# 12l; a unit not named: UNIT_DEFAULT). The session hands the units out longest
-# first (LPT scheduling: two workers end within about the shortest unit of each
-# other); the order the command line gives stays within a unit and among equals.
+# 12o, the run of 990745d; a unit not named: UNIT_DEFAULT). The session hands the
+# units out longest first (LPT scheduling: two workers end within about the
+# shortest unit of each other); the order the command line gives stays within a
+# unit and among equals.
 UNIT_SECONDS = {
-    "tests/e2e/test_series.py": 880,
-    "libvirt": 610,
-    "tests/e2e/test_conformance.py": 606,
-    "tests/e2e/test_series_select.py": 360,
-    "objdir": 290,
-    "tests/integration/test_config_check.py": 257,
-    "tests/e2e/test_bisect.py": 255,
-    "tests/e2e/test_nightly.py": 221,
-    "tests/e2e/test_quickstart.py": 197,
-    "tests/faults/test_guest_faults.py": 180,
-    "tests/e2e/test_sandbox.py": 167,
-    "tests/integration/test_rootless.py": 167,
-    "tests/integration/test_boot.py": 166,
-    "tests/e2e/test_node_failures.py": 153,
-    "tests/faults/test_bad_input.py": 80,
-    "tests/integration/test_nightly_fragments.py": 74,
-    "tests/integration/test_install.py": 52,
+    "libvirt": 698,
+    "tests/e2e/test_series.py": 378,
+    "tests/e2e/test_conformance.py": 367,
+    "objdir": 243,
+    "tests/faults/test_guest_faults.py": 234,
+    "tests/e2e/test_series_select.py": 162,
+    "tests/integration/test_rootless.py": 161,
+    "tests/integration/test_config_check.py": 145,
+    "tests/e2e/test_nightly.py": 137,
+    "tests/e2e/test_quickstart.py": 117,
+    "tests/integration/test_boot.py": 114,
+    "tests/e2e/test_node_failures.py": 88,
+    "tests/e2e/test_bisect.py": 66,
+    "tests/integration/test_nightly_fragments.py": 57,
+    "tests/e2e/test_sandbox.py": 53,
+    "tests/faults/test_bad_input.py": 53,
+    "tests/integration/test_install.py": 36,
 }
 UNIT_DEFAULT = 20
 
