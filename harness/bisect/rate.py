@@ -1,13 +1,17 @@
 """A bisect's stated error, for a target that fails in some runs only.
 
-The failure rate p is estimated from the steps judged bad (the bad end
-first: the run that asked for the bisect, with its repeats): the runs in
-which a target row failed over all their runs. A commit the target fails on
-with rate p passes n runs with probability (1 - p)^n, so a step runs
+The failure rate is counted on the steps judged bad (the bad end first: the
+run that asked for the bisect, with its repeats): the runs in which a target
+row failed (k) over all their runs (n). k of n is a small sample (5 of 6 is
+what a true rate of 0.55 gives about one time in six), so the step counts and the
+stated error assume p, the rate's lower one-sided 95% confidence bound
+(Clopper-Pearson), not k/n; a target that failed in every run it had is taken
+as failing every time (p = 1), as a plain bisect does. A commit the target
+fails on with rate p passes n runs with probability (1 - p)^n, so a step runs
 n = ceil(log(bound) / log(1 - p)) times (at least the plan's bisect_repeat):
 the chance that it calls a bad commit good stays under `bound`. The answer's
 error probability is the sum over the steps judged good of (1 - p)^runs (a
-union bound: the answer is wrong only if some good verdict was). Pure."""
+union bound: the answer is wrong only if some good verdict was)."""
 from __future__ import annotations
 
 import math
@@ -18,14 +22,36 @@ from .search import BAD, GOOD, Step
 
 # runs per step at most (the plan's bisect_repeat range)
 MOST = 50
+# the one-sided confidence of the rate the step counts and the error assume
+CONFIDENCE = 0.95
+
+
+def counts(steps: Iterable[Step]) -> tuple[int, int]:
+    """(runs in which the target failed, runs) over the steps judged bad."""
+    bad = [s for s in steps if s.verdict == BAD and s.runs > 0]
+    return sum(min(s.bad_runs, s.runs) for s in bad), sum(s.runs for s in bad)
 
 
 def failure_rate(steps: Iterable[Step]) -> float | None:
     """The observed failure rate: failing runs over runs of the bad steps
     (None before any)."""
-    bad = [s for s in steps if s.verdict == BAD and s.runs > 0]
-    runs = sum(s.runs for s in bad)
-    return sum(min(s.bad_runs, s.runs) for s in bad) / runs if runs else None
+    failed, runs = counts(steps)
+    return failed / runs if runs else None
+
+
+def assumed_rate(steps: Iterable[Step]) -> float | None:
+    """The rate the step counts and the stated error assume: 1.0 when the
+    target failed in every run of the bad steps, else the lower CONFIDENCE
+    bound of the observed rate (None before any bad step)."""
+    failed, runs = counts(steps)
+    if not runs:
+        return None
+    if failed >= runs:
+        return 1.0
+    if failed == 0:
+        return 0.0
+    from scipy.stats import beta          # the bisect's own import: cli stays light
+    return float(beta.ppf(1.0 - CONFIDENCE, failed, runs - failed + 1))
 
 
 def runs_needed(rate: float | None, bound: float, least: int) -> int:

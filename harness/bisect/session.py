@@ -59,11 +59,14 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
     bound = plan.bisect_error_percent / 100
 
     def runs_for() -> int:
-        found = rate.failure_rate(state.steps)
-        need = rate.runs_needed(found, bound, repeat)
-        if found is not None and found < 1.0:
-            console.print(f"  failure rate so far {found:.2f}: {need} runs for a step "
-                          f"(a bad commit passes them all with a chance under {bound:g})")
+        assumed = rate.assumed_rate(state.steps)
+        need = rate.runs_needed(assumed, bound, repeat)
+        if assumed is not None and assumed < 1.0:
+            failed, runs = rate.counts(state.steps)
+            console.print(f"  failure rate so far {failed} of {runs} runs, at least "
+                          f"{assumed:.2f} with {rate.CONFIDENCE:.0%} confidence: {need} runs "
+                          f"for a step (a bad commit passes them all with a chance under "
+                          f"{bound:g})")
         return need
 
     oracle = make_oracle(rng, target, repeat, workdir / "runs", cache,
@@ -150,9 +153,10 @@ def _report(state: search.State, outcome: search.Outcome | None, rng, target: Ta
                   candidates=[rng.labels[i] for i in outcome.candidates],
                   confidence=search.confidence(state, outcome), first_bad=None, noop={})
     if target.tests:
-        found = rate.failure_rate(state.steps)
+        found, assumed = rate.failure_rate(state.steps), rate.assumed_rate(state.steps)
         report["failure_rate"] = round(found, 3) if found is not None else None
-        report["error_probability"] = round(rate.error_probability(state.steps, found), 4)
+        report["failure_rate_assumed"] = round(assumed, 3) if assumed is not None else None
+        report["error_probability"] = round(rate.error_probability(state.steps, assumed), 4)
         good_end = next((s for s in state.steps if s.index == 0), None)
         if good_end is not None and good_end.verdict == search.BAD:
             report["message"] = (

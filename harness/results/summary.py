@@ -192,7 +192,9 @@ def bisect_line(bisect: BisectResult, total: int) -> str:
     stated = ""
     if bisect.error_probability is not None and bisect.failure_rate is not None \
             and bisect.failure_rate < 1.0:
-        stated = (f", failure rate {bisect.failure_rate:g}, error probability "
+        assumed = (f" (at least {bisect.failure_rate_assumed:g} with 95% confidence)"
+                   if bisect.failure_rate_assumed is not None else "")
+        stated = (f", failure rate {bisect.failure_rate:g}{assumed}, error probability "
                   f"{bisect.error_probability:.2g}")
     line = (f"first bad: {where} \"{first.subject}\" ({len(bisect.steps)} steps, "
             f"{runs} runs, confidence {bisect.confidence}{stated}; {bisect.directory})")

@@ -48,6 +48,28 @@ def test_the_rate_comes_from_the_bad_steps_and_the_error_from_the_good_ones():
     assert rate.failure_rate([Step("base", 0, GOOD, runs=3)]) is None
 
 
+def test_the_steps_assume_the_rates_lower_bound_not_the_lucky_estimate():
+    """5 of 6 at the bad end (what the intermittent demo's ~0.55 gave here once)
+    is 0.83 observed, but the steps and the error assume ~0.42, its lower 95%
+    bound: 9 runs a step, not 3 (which a bad commit at 0.55 passes 9% of the
+    time)."""
+    from scipy.stats import binom
+    lucky = [Step("top", 3, BAD, runs=6, bad_runs=5)]
+    assert math.isclose(rate.failure_rate(lucky), 5 / 6)
+    low = rate.assumed_rate(lucky)
+    assert 0.40 < low < 0.44
+    # the bound's meaning: at that rate, 5 or more of 6 happen only 5% of the time
+    assert math.isclose(binom.sf(4, 6, low), 0.05, rel_tol=1e-6)
+    assert rate.runs_needed(low, 0.01, 3) == 9
+    assert rate.runs_needed(rate.failure_rate(lucky), 0.01, 3) == 3
+    # a target that failed every time it ran is taken as failing every time
+    assert rate.assumed_rate([Step("top", 3, BAD, runs=2, bad_runs=2)]) == 1.0
+    assert rate.assumed_rate([Step("base", 0, GOOD, runs=3)]) is None
+    # more evidence, a tighter bound
+    more = lucky + [Step("p2", 2, BAD, runs=9, bad_runs=5)]
+    assert low < rate.assumed_rate(more) < rate.failure_rate(more)
+
+
 def test_the_target_is_every_failed_row_and_the_runs_count_the_repeats():
     result = copy.deepcopy(QUICK)
     rows = [dataclasses.replace(t, status=Status.FAIL) if f"{t.suite} {t.name}" in (PING, UD)
