@@ -46,8 +46,11 @@ from harness.results.perfstats import median  # noqa: E402
 from harness.results.model import RunResult, load_run  # noqa: E402
 
 # the rows the slowdown is about: rxe's bandwidth (TCP and latency rows may
-# move with it, but detection is judged on these)
-RDMA_BANDWIDTH = ("ib_write_bw", "ib_send_bw")
+# move with it, but detection is judged on these); rows are named
+# test_rdma[ib_write_bw]
+RDMA_BANDWIDTH = ("test_rdma[ib_write_bw]", "test_rdma[ib_send_bw]")
+# the thresholds the sweep judges the same pairs at (percent)
+SWEEP = (10, 20, 30, 40, 50)
 
 
 def run_once(runs: Path, kind: str, series: str, repeat: int) -> RunResult:
@@ -76,8 +79,7 @@ def strip_samples(result: RunResult) -> RunResult:
 def alarms(current: RunResult, base: RunResult, threshold: float, alpha: float,
            rows: tuple[str, ...] | None = None) -> list[str]:
     found = compare_samples(current.tests, base.tests, threshold, base.run_id, alpha)
-    return [f"{w.test} {w.metric}" for w in found
-            if rows is None or any(w.test.startswith(r) for r in rows)]
+    return [f"{w.test} {w.metric}" for w in found if rows is None or w.test in rows]
 
 
 def judge_all(clean: list[RunResult], slow: list[RunResult], threshold: float,
@@ -95,8 +97,19 @@ def judge_all(clean: list[RunResult], slow: list[RunResult], threshold: float,
     out["medians_by_run"] = {
         r.run_id: {t.name: {k: round(median(v), 1)
                             for k, v in (t.samples or {}).items()}
-                   for t in r.tests if t.suite == "perf" and t.name.startswith(RDMA_BANDWIDTH)}
+                   for t in r.tests if t.suite == "perf" and t.name in RDMA_BANDWIDTH}
         for r in clean + slow}
+    # the trade-off: the same pairs at other thresholds, every row and the
+    # bandwidth rows alone (rank test and threshold)
+    out["sweep"] = []
+    for percent in SWEEP:
+        entry: dict = {"threshold_percent": percent}
+        for name, rows in (("any_row", None), ("rdma_bandwidth", RDMA_BANDWIDTH)):
+            false = [alarms(b, a, percent, alpha, rows) for a, b in pairs]
+            caught = [alarms(s, c, percent, alpha, RDMA_BANDWIDTH) for c in clean for s in slow]
+            entry[name] = {"false_alarm_pairs": sum(bool(f) for f in false),
+                           "detected_pairs": sum(bool(c) for c in caught)}
+        out["sweep"].append(entry)
     return out
 
 
@@ -129,6 +142,12 @@ def main() -> None:
         print(f"{method:13} false alarms {f['false_alarm_pairs']}/{figures['clean_pairs']} "
               f"ordered clean pairs ({figures['clean_runs']} runs); detected "
               f"{f['detected_pairs']}/{figures['slow_pairs']} (clean, slow) pairs")
+    for entry in figures["sweep"]:
+        a, b = entry["any_row"], entry["rdma_bandwidth"]
+        print(f"threshold {entry['threshold_percent']:3}%: false alarms {a['false_alarm_pairs']}"
+              f"/{figures['clean_pairs']} (any row), {b['false_alarm_pairs']}/"
+              f"{figures['clean_pairs']} (rdma bandwidth rows); detected "
+              f"{b['detected_pairs']}/{figures['slow_pairs']}")
 
 
 if __name__ == "__main__":
