@@ -110,7 +110,7 @@ class PerfSpec:
     # the medians alone, with at least 30% (results/perfstats.py). A warning
     # unless fail_on_regression (TCG numbers are noisy)
     threshold_percent: int = 10
-    alpha: float = 0.01         # the rank test's level: the chance a clean pair alarms
+    alpha: float = 0.01         # the rank test's level within one boot (boots differ more: perf.md)
     # a flagged drop fails the run (exit 1) instead of warning
     fail_on_regression: bool = False
     # runs of each perf measurement; the verdict and the comparison use the median
@@ -343,7 +343,7 @@ def _check(plan: Plan, src: str) -> None:
             raise PlanError(f"{src}: {key}: between {low} and {high} {unit}, got {number}")
     if not 0.0 < plan.perf.alpha < 0.5:
         raise PlanError(f"{src}: perf.alpha: a test level between 0 and 0.5 (e.g. 0.01, "
-                        f"the chance that a clean pair alarms), got {plan.perf.alpha}")
+                        f"the rank test's level), got {plan.perf.alpha}")
     _check_kernel(plan.kernel, src)
     check_working_tree(plan, src)
     if plan.kernel.source == "git" and not plan.kernel.tree:
