@@ -58,7 +58,6 @@ class SourceTree:
         return f"{self.commit}+{self.diff_hash}" if self.diff_hash else self.commit
 
 
-
 # What the kconfig stage reads of a tree besides the plan's fragments, as git
 # pathspecs: the Kconfig files, the scripts their macros run ($(shell,...),
 # cc-option, the toolchain probes), the tree's own fragments and the top
@@ -67,7 +66,7 @@ KCONFIG_INPUTS = (":(glob)**/Kconfig*", ":(glob)scripts/**", ":(glob)**/configs/
                   ":(glob)**/*.config", "Makefile")
 
 
-def _kconfig_input(name: str) -> bool:
+def is_kconfig_input(name: str) -> bool:
     """`name` (tree-relative) matches KCONFIG_INPUTS."""
     base = name.rsplit("/", 1)[-1]
     return (base.startswith("Kconfig") or name.startswith("scripts/")
@@ -101,7 +100,7 @@ def kconfig_content(tree: SourceTree) -> str:
         h = hashlib.blake2b(digest_size=16)
         for entry in listed.raw_stdout.split(b"\0"):
             name = entry.partition(b"\t")[2]
-            if name and _kconfig_input(name.decode("utf-8", "surrogateescape")):
+            if name and is_kconfig_input(name.decode("utf-8", "surrogateescape")):
                 h.update(entry + b"\0")
         seen = "kconfig-inputs:" + h.hexdigest()
     return f"{seen}+{tree.kconfig_hash}" if tree.kconfig_hash else seen

@@ -30,7 +30,7 @@ _LAT = re.compile(r"iters in [\d.]+ seconds = ([\d.]+) usec/iter")
 
 
 # Iterations of an ibv_*_pingpong (`-n`; rdma-core's default is 1000). Under
-# TCG one rc iteration takes ~13 ms (docs/measurements.md 12l): 1000 cost 13 s
+# TCG one rc iteration takes ~13 ms (docs/measurements.md 12o): 1000 cost 13 s
 # per row and per run, while what a row checks (the QP connects, the data goes
 # both ways, the rates are printed) shows in the first iteration. A hundred
 # keep the metrics an average while cutting each row to a second or two.

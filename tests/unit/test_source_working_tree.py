@@ -383,6 +383,24 @@ def test_a_commit_that_touches_no_kconfig_input_keeps_its_parents_config_key(use
     assert kconfig_content(edited) == f"{key()}+{'ab' * 16}"
 
 
+def test_the_kconfig_inputs_pathspecs_and_the_commit_filter_name_the_same_files(user):
+    """KCONFIG_INPUTS (git pathspecs, for a working tree's edits) and the
+    filter kconfig_content applies to a commit's files must not drift apart."""
+    from harness.source.tree import KCONFIG_INPUTS, is_kconfig_input
+    paths = ["Kconfig", "drivers/infiniband/Kconfig", "arch/x86/Kconfig.debug",
+             "scripts/cc-version.sh", "scripts/kconfig/merge_config.sh",
+             "kernel/configs/debug.config", "arch/x86/configs/x86_64_defconfig",
+             "virt.config", "Makefile", "drivers/Makefile", "drivers/x.c",
+             "Documentation/kbuild/kconfig.rst", "tools/scripts/x.sh"]
+    for path in paths:
+        (user / path).parent.mkdir(parents=True, exist_ok=True)
+        (user / path).write_text("x\n")
+    git(user, "add", "-f", ".")
+    listed = set(git(user, "ls-files", "--", *KCONFIG_INPUTS).splitlines())
+    assert {p for p in paths if p in listed} == {p for p in paths if is_kconfig_input(p)}
+    assert "drivers/x.c" not in listed and "tools/scripts/x.sh" not in listed
+
+
 def test_merge_config_runs_outside_the_checkout(user, tmp_path):
     """The kernel's merge_config.sh writes its temporary ./.tmp.config.* into
     the current directory (removed by a trap, left behind by a SIGKILL): it
