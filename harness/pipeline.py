@@ -36,7 +36,7 @@ from .plan import Plan, check_working_tree, waiver_for
 from .progress import Progress
 from .resolve import Read, Resolved
 from .results import reproducer
-from .results.crashes import Attribution
+from .results.crashes import Attribution, node_crashes
 from .results.model import (ConfigChange, CrashRecord, ExpectationsSummary, KconfigResult,
                             NodeRecord, PatchResult, RunResult, SeriesResult, StageRecord,
                             Status, TestRecord)
@@ -426,7 +426,8 @@ def suite_context(run: Run, kernel: Kernel, names: tuple[str, ...]) -> SuiteCont
                for n in run.nodes],
         kernel_release=kernel.build.release, modules=plan.modules or suites.DEFAULT_MODULES,
         waived=lambda c: waiver_for(plan, c.title, c.signature),
-        module_cycles=plan.modules_cycles, perf_repeat=plan.perf.repeat,
+        module_cycles=plan.modules_cycles,
+        perf_repeat=min(plan.perf.repeat, plan.perf.samples_per_boot),
         command_timeout=plan.test_timeout, artifacts=kernel.artifacts, select=plan.select,
         expectations=expectations.Expectations.resolve(entries, kernel.tree.path))
 
@@ -439,6 +440,17 @@ def attribution(run: Run) -> Attribution:
         tree=run.kernel.tree.path if run.kernel else None,
         modules_order=run.kernel.modules_order if run.kernel else "",
         waiver=lambda title, signature: waiver_for(run.plan, title, signature))
+
+
+def take_crashes(run: Run) -> None:
+    """The consoles' parts so far (from each node's console_start), read into
+    the run's crash records now, as the end of a run reads them: before a
+    reboot replaces the nodes, or another part is read on its own."""
+    found = attribution(run)
+    for node in run.nodes:
+        run.result.crashes += node_crashes(node.name, node.console_text(node.console_start),
+                                           found)
+        node.console_start = node.console_size()
 
 
 def death(node: Node) -> str:

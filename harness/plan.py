@@ -105,16 +105,26 @@ class PerfSpec:
     # metrics, a run id (runs/<id>), or "none" for no comparison
     baseline: str = ""
     # a throughput drop / latency rise is flagged when the median moved by more
-    # than this (percent) AND, with samples on both sides (repeat > 1), a
-    # one-sided Mann–Whitney test says so at level `alpha`; without samples
-    # the medians alone, with at least 30% (results/perfstats.py). A warning
-    # unless fail_on_regression (TCG numbers are noisy)
+    # than this (percent) AND a one-sided Mann–Whitney test of the boots'
+    # medians says so at level `alpha` (results/perfstats.py); with one boot
+    # on a side its samples are ranked and the threshold is at least 40%,
+    # without samples the medians alone, at least 30%. A warning unless
+    # fail_on_regression
     threshold_percent: int = 10
-    alpha: float = 0.01         # the rank test's level within one boot (boots differ more: perf.md)
+    alpha: float = 0.01         # the rank test's level
     # a flagged drop fails the run (exit 1) instead of warning
     fail_on_regression: bool = False
-    # runs of each perf measurement; the verdict and the comparison use the median
+    # samples of each perf measurement (the row's metrics are their medians)
     repeat: int = 1
+    # taken in boots of this many each: repeat 5 and 1 = five boots, one
+    # sample in each; boots, not one boot's samples, are what the rank test
+    # needs (docs/manual/perf.md); = repeat: every sample in one boot
+    samples_per_boot: int = 1
+
+    @property
+    def boots(self) -> int:
+        """The boots the samples are taken in (the last may take fewer)."""
+        return -(-self.repeat // self.samples_per_boot)
 
 
 @dataclass(frozen=True)
@@ -308,7 +318,8 @@ RANGES: dict[str, tuple[int, int, str]] = {
     "repeat": (1, 50, "runs of the suites"),
     "bisect_repeat": (1, 50, "runs per bisect step"),
     "bisect_error_percent": (1, 50, "percent"),
-    "perf.repeat": (1, 20, "runs of each perf measurement"),
+    "perf.repeat": (1, 20, "samples of each perf measurement"),
+    "perf.samples_per_boot": (1, 20, "samples in one boot"),
     "perf.threshold_percent": (1, 1000, "percent"),
 }
 # a QEMU machine type (q35, pc, pc-q35-7.2, microvm...)

@@ -34,7 +34,7 @@ from .results.crashes import node_crashes
 from .results.model import RunResult, Verdict, WarningRecord
 from .results.summary import print_summary
 from .results.verdict import decide, flaky_warnings
-from . import testeach
+from . import perfboots, testeach
 from .results.writers import write_json, write_junit
 from .suites import expectations
 from .suites.choose import Selection
@@ -181,6 +181,8 @@ def stages(state: Run, test: bool = True) -> None:
     pipeline.boot(state, img, moddisk)
     if test:
         pipeline.test(state)
+        if perfboots.wanted(state.plan):     # perf.repeat over several boots
+            perfboots.measure(state)
         if testeach.wanted(state.plan):      # series check --test-each: the patches below the top
             testeach.test_each(state)
 

@@ -77,7 +77,7 @@ def test_each(run: Run) -> None:
     patches = run.result.patches
     names = run.plan.each_suites or run.plan.suites
     with run.stages("test-each") as info:
-        _take_top_crashes(run)
+        pipeline.take_crashes(run)      # the top's part: from here on each patch reads its own
         patches[-1].tests = top_tests(run)
         assert run.kernel is not None, "test-each comes after the top's kernel stages"
         running = Running(run.kernel.build, "top")
@@ -93,16 +93,6 @@ def test_each(run: Run) -> None:
         bad = [p.index for p in patches if p.tests is not None and p.tests.fails]
         info.note = (f"{len(patches) - 1} patch(es) below the top; "
                      + (f"failing: {', '.join(map(str, bad))}" if bad else "none fails"))
-
-
-def _take_top_crashes(run: Run) -> None:
-    """The top's part of the consoles, read now as the end of a run reads it:
-    from here on each patch reads its own part."""
-    attribution = pipeline.attribution(run)
-    for node in run.nodes:
-        run.result.crashes += node_crashes(node.name, node.console_text(node.console_start),
-                                           attribution)
-        node.console_start = node.console_size()
 
 
 def _one(run: Run, patch: PatchResult, names: tuple[str, ...], running: Running) -> PatchTests:

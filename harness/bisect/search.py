@@ -35,7 +35,8 @@ class Step:
     note: str = ""           # why a skip, or what the runs disagreed on
     values: list[float] = field(default_factory=list)   # perf target: one per run
     build: str = ""          # the kernel's content digest (twins.py), "" when unknown
-    samples: list[float] = field(default_factory=list)  # perf target: every run's samples
+    # perf target: one value per boot (a run's boot medians, or its value)
+    samples: list[float] = field(default_factory=list)
 
 
 @dataclass

@@ -7,11 +7,13 @@ A commit is bad as soon as one run shows the target failing (the failure
 reproduced there); it is good only when every one of its runs passed the
 target; a run that could not say (the build failed, an infrastructure error,
 the target's rows did not run) makes the step a skip. A perf target
-(ROW:METRIC) is judged on numbers: every run of a step is done and the step
-is bad when the median of its values is worse than the good end's median
-(measured first) by more than the plan's perf.threshold_percent; a run
-without the value (the row failed or did not run) is left out, a step with
-none is a skip. The ranges a step's commit comes from are in ranges.py."""
+(ROW:METRIC) is judged on numbers, boots the unit: a step runs until it has
+the boots a rank test against the good end's (measured first) needs to reach
+perf.alpha (5 against 5 at 0.01; a run gives perf.repeat /
+perf.samples_per_boot of them), and is bad when the one-sided Mann–Whitney
+test of their medians and perf.threshold_percent say so (results/perfstats.py);
+a run without the value (the row failed or did not run) is left out, a step
+with none is a skip. The ranges a step's commit comes from are in ranges.py."""
 from __future__ import annotations
 
 
@@ -205,33 +207,40 @@ def perf_value(result: RunResult, target: Target) -> tuple[float | None, str]:
     return None, f"no row matching {target.perf_row!r} ran"
 
 
-def perf_samples(result: RunResult, target: Target) -> list[float]:
-    """The perf target's samples in one run (its row's, perf.repeat > 1)."""
+def perf_boots(result: RunResult, target: Target) -> list[float]:
+    """The perf target's value per boot in one run: its row's boot medians
+    (perf.samples_per_boot under perf.repeat), else the row's value (the run
+    was one boot); [] without a value."""
     rows = [t for t in matching_rows(result, target.perf_row)
             if (not target.suite or t.suite == target.suite) and t.status not in FAILED]
-    return next((list(t.samples[target.perf_metric]) for t in rows
-                 if t.samples and t.samples.get(target.perf_metric)), [])
+    metric = target.perf_metric
+    boots = next((list(t.boot_medians[metric]) for t in rows
+                  if t.boot_medians and t.boot_medians.get(metric)), None)
+    if boots is not None:
+        return boots
+    return next(([t.metrics[metric]] for t in rows if metric in t.metrics), [])
 
 
-def judge(target: Target, values: list[float], samples: list[float] | None = None,
-          reference_samples: list[float] | None = None) -> tuple[str, int, str]:
+def judge(target: Target, values: list[float], boots: list[float] | None = None,
+          reference_boots: list[float] | None = None) -> tuple[str, int, str]:
     """(good | bad, how many of the runs alone were worse, a note with the
-    values) for a perf target's values at one commit: with samples here and
-    at the good end, bad when the rank test and the threshold say so
-    (results/perfstats.py, as a run's comparison); else when their median is
-    worse than the reference by more than the threshold."""
+    values) for a perf target's values at one commit: with two boots or more
+    here and at the good end, bad when the rank test of the boots and the
+    threshold say so (results/perfstats.py, as a run's comparison); else when
+    the median of the runs is worse than the reference by more than the
+    threshold of single measurements."""
     metric, reference = target.perf_metric, target.reference
     if reference is None or reference <= 0:
         return SKIP, 0, (f"no {metric} to compare with: the good end's is "
                          f"{'unknown' if reference is None else f'{reference:g}'}")
-    if samples and reference_samples and len(samples) > 1 and len(reference_samples) > 1:
+    if boots and reference_boots and len(boots) > 1 and len(reference_boots) > 1:
         alpha = target.alpha or perfstats.DEFAULT_ALPHA
-        found = perfstats.judge(metric, samples, reference_samples,
-                                target.threshold_percent, alpha)
+        found = perfstats.judge(metric, boots, reference_boots, target.threshold_percent,
+                                alpha, boots, reference_boots)
         if found is not None:
             return (BAD if found.worse else GOOD), int(found.worse), (
                 f"{metric} median {found.current:g} against the good end's "
-                f"{found.baseline:g} ({found.change_percent:+.0f}%, samples {found.spread}, "
+                f"{found.baseline:g} ({found.change_percent:+.0f}%, boots {found.spread}, "
                 f"one-sided Mann–Whitney p={found.p_value:.2g}, alpha {alpha:g})"
                 + (f"; {found.note}" if found.note else ""))
 
@@ -261,8 +270,8 @@ def perf_reference(state) -> float | None:
 
 
 def perf_reference_samples(state) -> list[float]:
-    """The good end's samples of a perf target ([] before it was measured,
-    or when its runs kept none)."""
+    """The good end's value per boot of a perf target ([] before it was
+    measured)."""
     good_end = next((s for s in state.steps if s.index == 0), None)
     return list(good_end.samples) if good_end is not None and good_end.verdict == GOOD else []
 
@@ -321,8 +330,8 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
     up to `repeat` times. A test or crash target: bad at the first bad run;
     a step whose kernel is byte-identical to a judged step's (`known()`) but
     got the other verdict runs again to settle it (twins.py). A perf target:
-    every run is done and the step judged on their median against
-    `reference()` (the good end's median; index 0 measures it). A target of
+    runs until its boots can be judged, then judged against
+    `reference_samples()` (the good end's boots; index 0 measures them). A target of
     the bad end's failed rows (`target.tests`): one boot, the suites
     `runs_for()` times in it (rate.py: enough for the stated error), bad
     when a target row failed in any of them."""
@@ -356,20 +365,32 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
             return result
 
         verdicts: list[str] = []
-        for attempt in range(1, (1 if in_boot else repeat) + 1):
+        # a perf target: the runs give boots (each run one, or perf.repeat /
+        # perf.samples_per_boot); a step runs until the rank test of its boots
+        # against the good end's can reach perf.alpha (`repeat` is not used)
+        runs = 1 if in_boot or target.perf else repeat
+        needed = perfstats.boots_needed(target.alpha or perfstats.DEFAULT_ALPHA,
+                                        len(reference_samples()))
+        attempt = 0
+        while attempt < runs:
+            attempt += 1
             result = one_run()
             if target.perf:
                 value, why = perf_value(result, target)
-                say(f"  {label} run {attempt}/{repeat}: "
-                    + (f"{target.perf_metric} {value:g}" if value is not None
-                       else f"skip ({why})") + f", {result.run_id}")
+                if value is not None:
+                    step.values.append(value)
+                    step.samples += perf_boots(result, target)
+                missed = attempt - len(step.values)     # runs without the value
+                if attempt == runs and len(step.samples) < needed and missed <= 1 \
+                        and attempt <= needed:
+                    runs += 1         # too few boots for a test that can say "worse"
+                say(f"  {label} run {attempt}/{runs}: "
+                    + (f"{target.perf_metric} {value:g}, {len(step.samples)} boot(s)"
+                       if value is not None else f"skip ({why})") + f", {result.run_id}")
                 if value is None:
                     notes.append(f"run {attempt}: {why}")
                     if _before_tests(result):
                         break        # the build or boot failed: more runs will too
-                else:
-                    step.values.append(value)
-                    step.samples += perf_samples(result, target)
                 continue
             verdict, why = classify(result, target)
             counted = (f"{step.bad_runs} of {step.runs} runs failed the target in one "

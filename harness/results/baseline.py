@@ -84,14 +84,23 @@ def perf_samples(tests: list[TestRecord]) -> dict[str, dict[str, list[float]]]:
             for t in tests if t.suite == SUITE and t.samples}
 
 
+def perf_boot_medians(tests: list[TestRecord]) -> dict[str, dict[str, list[float]]]:
+    """Row name -> its compared metrics' per-boot medians, for the perf rows
+    measured in more than one boot."""
+    return {t.name: {k: v for k, v in t.boot_medians.items() if direction(k) and v}
+            for t in tests if t.suite == SUITE and t.boot_medians}
+
+
 def compare_samples(current: list[TestRecord], base: list[TestRecord], threshold_percent: float,
                     baseline_run: str, alpha: float) -> list[WarningRecord]:
-    """One warning per metric that got worse: by the rank test and the
-    threshold where both runs kept samples (perfstats.judge), else by the
-    medians with the threshold of single measurements (at least
-    LEGACY_THRESHOLD), the warning saying which."""
+    """One warning per metric that got worse: by the rank test of the boots
+    and the threshold where both runs were measured in several boots, of one
+    boot's samples with a raised threshold where a side has one boot, else
+    by the medians with the threshold of single measurements (perfstats.judge),
+    the warning saying which."""
     rows, base_rows = perf_metrics(current), perf_metrics(base)
     samples, base_samples = perf_samples(current), perf_samples(base)
+    boots, base_boots = perf_boot_medians(current), perf_boot_medians(base)
     warnings = []
     for row, metrics in rows.items():
         for metric, value in metrics.items():
@@ -99,21 +108,25 @@ def compare_samples(current: list[TestRecord], base: list[TestRecord], threshold
                 continue
             now = samples.get(row, {}).get(metric) or [value]
             then = base_samples.get(row, {}).get(metric) or [base_rows[row][metric]]
-            found = judge(metric, now, then, threshold_percent, alpha)
+            found = judge(metric, now, then, threshold_percent, alpha,
+                          boots.get(row, {}).get(metric), base_boots.get(row, {}).get(metric))
             if found is None or not found.worse:
                 continue
             what = "lower" if direction(metric) > 0 else "higher"
-            how = (f"one-sided Mann–Whitney p={found.p_value:.2g} < {alpha:g}, "
-                   f"threshold {threshold_percent:g}%" if found.p_value is not None
-                   else found.note)
+            how = found.note
+            if found.p_value is not None:
+                how = (f"one-sided Mann–Whitney of the {found.method} p={found.p_value:.2g} "
+                       f"< {alpha:g}, threshold {found.threshold_percent:g}%"
+                       + (f"; {found.note}" if found.note else ""))
             warnings.append(WarningRecord(
                 kind="perf-drop", test=row, metric=metric, value=found.current,
                 baseline=found.baseline, baseline_run=baseline_run,
                 change_percent=round(found.change_percent, 1),
-                threshold_percent=threshold_percent, p_value=found.p_value,
+                threshold_percent=found.threshold_percent, p_value=found.p_value,
                 message=(f"perf: {row} {metric} median {found.current:g} is "
                          f"{abs(found.change_percent):.0f}% {what} than {found.baseline:g} "
-                         f"in baseline run {baseline_run} (samples {found.spread}; {how})")))
+                         f"in baseline run {baseline_run} ({found.method} {found.spread}; "
+                         f"{how})")))
     return warnings
 
 

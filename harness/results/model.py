@@ -95,6 +95,10 @@ class TestRecord:
     # a perf row with perf.repeat > 1: each compared metric's value per run
     # (what results/perfstats.py tests; `metrics` holds their medians)
     samples: dict[str, list[float]] | None = field(default=None, metadata=OMIT)
+    # a perf row measured in more than one boot (perf.samples_per_boot below
+    # perf.repeat): each compared metric's median per boot, in boot order —
+    # the unit the rank test ranks (boots differ more than one boot's samples)
+    boot_medians: dict[str, list[float]] | None = field(default=None, metadata=OMIT)
 
     def __post_init__(self) -> None:
         # a caller may still pass the status's string

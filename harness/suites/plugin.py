@@ -52,7 +52,7 @@ class SuiteContext:
     modules: tuple[str, ...]
     command_timeout: float
     module_cycles: int = 3
-    perf_repeat: int = 1      # runs of each perf measurement (plan key perf.repeat)
+    perf_repeat: int = 1      # samples of each perf measurement in this boot (perf.*)
     records: list[TestRecord] = field(default_factory=list)
     # crash -> the plan's waiver for it (or None): waived splats do not fail a test
     waived: Callable[[Any], Any] = lambda crash: None

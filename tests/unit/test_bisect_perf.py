@@ -128,6 +128,20 @@ def test_the_median_decides_not_one_noisy_run():
     assert judge(replace(latency, reference=None), [40.0])[0] == SKIP
 
 
+def test_a_step_of_boots_is_judged_by_their_ranks():
+    measured = replace(BW, reference=1000.0, alpha=0.01)
+    good = [1000.0, 980.0, 1010.0, 995.0, 1005.0]
+    # every boot below every good one: p = 1/252
+    verdict, bad_runs, note = judge(measured, [1.0], [500.0, 600.0, 520.0, 510.0, 530.0], good)
+    assert (verdict, bad_runs) == (BAD, 1) and "p=0.004" in note and "boots" in note
+    # one boot of five as fast as the good end: p = 0.02 > 0.01, not called bad
+    verdict, _, note = judge(measured, [1.0], [500.0, 1000.0, 520.0, 510.0, 530.0], good)
+    assert verdict == GOOD and "p=0.02" in note
+    # three boots a side can never reach 0.01: good, and the note says why
+    verdict, _, note = judge(measured, [1.0], [500.0, 510.0, 520.0], good[:3])
+    assert verdict == GOOD and "cannot reach p < 0.01" in note
+
+
 def test_a_perf_bisect_asks_the_good_end_first():
     asked = []
 
@@ -171,25 +185,28 @@ def fake_runner(monkeypatch, values: dict[int, list[float]], stop_after: int = 0
 
 
 def test_a_perf_bisect_finds_the_drop_and_keeps_its_reference(tmp_path, monkeypatch):
-    good, noisy, bad = [1000.0, 980.0, 1010.0], [990.0, 300.0, 1005.0], [500.0, 1000.0, 520.0]
-    # asked: 0 (the reference), 5, 2, 3
-    values = {0: good, 2: noisy, 3: [500.0, None, 520.0], 4: bad, 5: bad}
+    # each run one boot: a step runs until its boots can reach alpha 0.01 (the
+    # good end 5, a step 4 against those 5: 1/126), a run without the value
+    # not counted
+    good = [1000.0, 980.0, 1010.0, 995.0, 1005.0]
+    noisy = [990.0, 300.0, 1005.0, 1000.0, 985.0]      # one bad boot: not a drop
+    values = {0: good, 2: noisy, 3: [500.0, None, 520.0, 510.0, 505.0, 515.0, 900.0],
+              5: [500.0, 600.0, 520.0, 510.0, 530.0]}
     plans = fake_runner(monkeypatch, values)
     plan = replace(plan_mod.load(None), name="q")
     console = Console(file=io.StringIO(), width=300)
     report = session.bisect(plan, FakeRange(plan, 6), BW, 3, tmp_path, Cache(tmp_path / "c"),
                             console)
-    assert report["first_bad"]["position"] == 3
-    assert report["target"]["reference"] == 1000.0
     steps_by_index = {s["index"]: s for s in report["steps"]}
-    assert report["steps"][0]["index"] == 0                  # the good end first
-    assert all(s["runs"] == 3 for s in report["steps"])      # every run of a perf step
     assert [s["index"] for s in report["steps"]] == [0, 5, 2, 3]
-    assert steps_by_index[2]["verdict"] == GOOD and steps_by_index[2]["bad_runs"] == 1
-    assert steps_by_index[3]["values"] == [500.0, 520.0] and "run 2:" in steps_by_index[3]["note"]
-    assert steps_by_index[5]["values"] == bad and "median of 500, 1000, 520" in \
-        steps_by_index[5]["note"]
-    assert steps_by_index[3]["bad_runs"] == 2 and report["confidence"] == 0.67
+    assert report["target"]["reference"] == 1000.0
+    assert [steps_by_index[i]["runs"] for i in (0, 5, 2, 3)] == [5, 4, 4, 5]
+    assert steps_by_index[2]["verdict"] == GOOD and "p=" in steps_by_index[2]["note"]
+    # the run without a value is left out and one more run makes the fifth boot
+    assert steps_by_index[3]["samples"] == [500.0, 520.0, 510.0, 505.0]
+    assert "run 2:" in steps_by_index[3]["note"] and steps_by_index[3]["verdict"] == BAD
+    assert "one-sided Mann–Whitney p=0.0079" in steps_by_index[5]["note"]
+    assert report["first_bad"]["position"] == 3
     # every step runs the perf suite's target row only
     assert {(p.suites, p.select) for p in plans} == {(("perf",), (f"perf {IPERF}",))}
     saved = json.loads((Path(report["directory"]) / "bisect.json").read_text())
@@ -197,10 +214,10 @@ def test_a_perf_bisect_finds_the_drop_and_keeps_its_reference(tmp_path, monkeypa
 
 
 def test_a_resumed_perf_bisect_has_its_reference(tmp_path, monkeypatch):
-    values = {0: [100.0], 1: [100.0], 2: [50.0], 3: [50.0], 4: [50.0]}
+    values = {i: [100.0 if i < 2 else 50.0] * 5 for i in range(5)}
     plan = replace(plan_mod.load(None), name="q")
     console = Console(file=io.StringIO(), width=300)
-    fake_runner(monkeypatch, values, stop_after=2)           # the good end, the bad end
+    fake_runner(monkeypatch, values, stop_after=9)           # the good end, the bad end
     with pytest.raises(KeyboardInterrupt):
         session.bisect(plan, FakeRange(plan, 5), BW, 1, tmp_path, Cache(tmp_path / "c"),
                        console)

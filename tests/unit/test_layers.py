@@ -14,7 +14,7 @@ STAGES = {"plan", "source", "series", "kconfig", "build", "selftests", "image", 
           "guest", "suites", "detect"}
 # what sits above the stages: the stage sequence and the workflows over it
 ABOVE = {"pipeline", "runner", "resolve", "progress", "devloop", "bisect", "nightly",
-         "report", "export", "cli", "testeach"}
+         "report", "export", "cli", "testeach", "perfboots"}
 
 
 def module_name(path: Path) -> str:

@@ -143,8 +143,9 @@ def test_a_nightly_json_too_large_is_refused(tmp_path, monkeypatch):
 def interrupted_bisect(tmp_path: Path, monkeypatch) -> tuple[Path, plan_mod.Plan]:
     """A perf bisect stopped after its two ends: its bisect.json."""
     plan = replace(plan_mod.load(None), name="q")
-    fake_runner(monkeypatch, {0: [100.0], 1: [100.0], 2: [50.0], 3: [50.0], 4: [50.0]},
-                stop_after=2)
+    # each step five boots (runs) at alpha 0.01: the good end's 5, the bad end's 4
+    fake_runner(monkeypatch, {i: [100.0 if i < 2 else 50.0] * 5 for i in range(5)},
+                stop_after=9)
     with pytest.raises(KeyboardInterrupt):
         session.bisect(plan, FakeRange(plan, 5), BW, 1, tmp_path, Cache(tmp_path / "c"),
                        Console(file=io.StringIO()))
@@ -183,7 +184,7 @@ def test_a_damaged_bisect_state_is_refused_naming_it(tmp_path, monkeypatch):
         assert state.read_bytes() == data, (name, text)
     # removed, as the message says: the same bisect starts again
     state.unlink()
-    fake_runner(monkeypatch, {0: [100.0], 1: [100.0], 2: [50.0], 3: [50.0], 4: [50.0]})
+    fake_runner(monkeypatch, {i: [100.0 if i < 2 else 50.0] * 5 for i in range(5)})
     report = session.bisect(plan, FakeRange(plan, 5), BW, 1, tmp_path, Cache(tmp_path / "c"),
                             Console(file=io.StringIO()))
     assert report["first_bad"]["position"] == 2
