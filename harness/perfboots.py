@@ -11,7 +11,7 @@ until perf.boots boots have measured. Each perf row of the run then stands
 for all boots (merge()): `boot_medians` per compared metric (each boot's
 median), `samples` every sample in boot order, its compared metrics the
 median of the boots, `min_`/`max_` over every sample; a row that failed in
-any boot is failed, its message naming the boot. What kept a boot from
+any boot is failed (flaky in one: flaky), its message naming the boot. What kept a boot from
 measuring (a node died, an interrupt) ends the stage with the boots so far."""
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from . import pipeline
 from .errors import EXIT_INFRA, SuiteError
 from .pipeline import Run
 from .plan import Plan
-from .results.model import FAILED, TestRecord
+from .results.model import FAILED, Status, TestRecord
 from .results.perfstats import direction, median
 
 SUITE = "perf"
@@ -94,9 +94,11 @@ def _merged(found: list[tuple[int, TestRecord]]) -> TestRecord:
         metrics[f"max_{metric}"] = max(samples[metric])
     metrics["runs"] = float(max((len(v) for v in samples.values()), default=0))
     metrics["boots"] = float(len(found))
+    # failed in a boot: failed; else flaky in a boot (passed on retry): flaky
+    marked = failed or next(((b, r) for b, r in found if r.status == Status.FLAKY), None)
     status, message = first.status, first.message
-    if failed is not None:
-        status, message = failed[1].status, f"boot {failed[0]}: {failed[1].message}"
+    if marked is not None:
+        status, message = marked[1].status, f"boot {marked[0]}: {marked[1].message}"
     return dataclasses.replace(
         first, status=status, message=message, metrics=metrics,
         seconds=round(sum(row.seconds for _, row in found), 2),

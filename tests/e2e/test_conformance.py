@@ -1,8 +1,8 @@
 """The conformance suites end to end on the quickstart kernel (the same
 .config, so no extra build): every suite gives its rows from real guests.
 
-Runs in CI: hmm, kselftest-rdma, p2pdma and perf (about 6 minutes on 2 cores
-under TCG, kernel cached by the quickstart e2e), and verbs + pyverbs on rxe
+Runs in CI: hmm, kselftest-rdma, p2pdma and perf, perf in two boots (about 7
+minutes on 2 cores under TCG, kernel cached by the quickstart e2e), and verbs + pyverbs on rxe
 and siw (about 6 minutes more on a quiet host)."""
 from __future__ import annotations
 
@@ -35,7 +35,10 @@ def test_hmm_kselftest_rdma_p2pdma_and_perf(tmp_path):
     # rxe under TCG on a loaded host once failed ib_send_bw mid-run (the
     # responder's "malformed WQE", REM_OP_ERR at the client): a row that fails
     # once and then passes is `flaky`, a warning the run still reports
-    _, results = run(tmp_path, "suites=[hmm,kselftest-rdma,p2pdma,perf]", "retries=1")
+    # perf.repeat=2: two boots, one sample each (perf.samples_per_boot 1): the
+    # nodes booted again for the perf suite alone, its rows merged
+    _, results = run(tmp_path, "suites=[hmm,kselftest-rdma,p2pdma,perf]", "retries=1",
+                     "perf.repeat=2")
     rows = collections.Counter((t["suite"], t["status"]) for t in results["tests"])
     # hmm-tests: every TEST_F a row; the 38 device-coherent variants skip
     assert rows[("hmm", "pass")] >= 30 and rows[("hmm", "fail")] == 0
@@ -55,6 +58,13 @@ def test_hmm_kselftest_rdma_p2pdma_and_perf(tmp_path):
                for t in perf)
     assert all(t["status"] == "pass" or (t["status"] == "flaky" and "passed on retry" in
                                          t["message"]) for t in perf), perf
+    bandwidth = [t for t in perf if "throughput_mbit_s" in t["metrics"]]
+    assert all(len(t["boot_medians"]["throughput_mbit_s"]) == 2 and t["metrics"]["boots"] == 2
+               for t in bandwidth if t["status"] == "pass"), bandwidth
+    stage = next(s for s in results["stages"] if s["name"] == "perf-boots")
+    assert stage["status"] == "pass" and "2 of 2 boot(s)" in stage["note"]
+    run_dir = sorted(p for p in tmp_path.iterdir() if p.is_dir())[-1]
+    assert list(run_dir.glob("nodes/*/console-perf-boot1.log"))
     flaky = [t["name"] for t in results["tests"] if t["status"] == "flaky"]
     assert all(name in " ".join(w["message"] for w in results["warnings"]) for name in flaky)
     assert "selftests" in [s["name"] for s in results["stages"]]

@@ -67,6 +67,9 @@ def test_a_row_that_failed_in_a_later_boot_fails_and_names_the_boot():
     merged, = perfboots.merge([[row(80.0)], [row(0.0, Status.FAIL)], [row(90.0)]])
     assert merged.status == Status.FAIL and merged.message == "boot 2: boom"
     assert merged.boot_medians == {"throughput_mbit_s": [80.0, 90.0]}   # the failed boot's none
+    retried = replace(row(70.0), status=Status.FLAKY, message="passed on retry")
+    merged, = perfboots.merge([[row(80.0)], [retried]])
+    assert merged.status == Status.FLAKY and merged.message == "boot 2: passed on retry"
 
 
 def test_one_boot_leaves_the_rows_as_they_are():
