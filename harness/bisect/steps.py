@@ -442,8 +442,10 @@ def _judge_step(step: Step, target: Target, reference: float | None,
         return
     if step.index == 0:
         step.verdict = GOOD
+        each = step.samples if len(step.samples) > len(step.values) else step.values
+        unit = "boots" if each is step.samples else "runs"
         notes.insert(0, f"reference {target.perf_metric} {median(step.values):g} (median of "
-                        + ", ".join(f"{v:g}" for v in step.values) + ")")
+                        f"the {unit} " + ", ".join(f"{v:g}" for v in each) + ")")
         return
     step.verdict, step.bad_runs, note = judge(
         dataclasses.replace(target, reference=reference), step.values, step.samples,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import PlanError
-from .perfstats import LEGACY_THRESHOLD, direction, judge, worse_percent
+from .perfstats import LEGACY_THRESHOLD, MIN_BOOTS, direction, judge, worse_percent
 from .model import (PerfComparison, RunResult, TestRecord, WarningRecord, read_runs,
                     run_order)
 
@@ -153,11 +153,22 @@ def summarize(current: RunResult, runs: list[RunResult], chosen: str,
     else:
         warnings = compare_samples(current.tests, base.tests, threshold_percent,
                                    base.run_id, alpha)
+    compared = sum(1 for row, m in rows.items() for k in m if k in base_rows.get(row, {}))
+    boots, base_boots = boot_count(current.tests), boot_count(base.tests)
+    stated = alpha is not None and min(boots, base_boots) >= MIN_BOOTS
     return PerfComparison(
         threshold_percent, base.run_id, baseline_started=base.started,
         chosen_by="plan key perf.baseline" if chosen else "latest earlier run of this plan",
-        compared=sum(1 for row, m in rows.items() for k in m if k in base_rows.get(row, {})),
-        flagged=len(warnings)), warnings
+        compared=compared, flagged=len(warnings), alpha=alpha,
+        boots=f"{boots} against {base_boots}" if alpha is not None else None,
+        false_alarm_bound=round(min(1.0, compared * alpha), 4)
+        if stated and alpha is not None else None), warnings
+
+
+def boot_count(tests: list[TestRecord]) -> int:
+    """The boots a run's perf rows were measured in (1: one boot, or none kept)."""
+    return max((len(v) for t in tests if t.suite == SUITE and t.boot_medians
+                for v in t.boot_medians.values()), default=1)
 
 
 def load_runs(runs_dir: Path, skip: str = "") -> list[RunResult]:

@@ -5,7 +5,10 @@ optional .config paths are read; `harness compare` (compare_cli.py) picks the
 runs and prints.
 
 Rows are matched on (suite, name, provider, node), so one test on rxe and on
-siw, or on node1 and node2, are separate rows that can each break alone."""
+siw, or on node1 and node2, are separate rows that can each break alone. Perf
+metrics of two runs measured in several boots each are judged by the rank
+test of their boots and the threshold (results/perfstats.py); others median
+against median."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,6 +16,7 @@ from pathlib import Path
 
 from .. import dotconfig
 from . import baseline as perf
+from .perfstats import DEFAULT_ALPHA
 from .history import RowKey
 from .model import (FAILED, PASSED, ConfigChange, CrashRecord, RunResult, Status, TestRecord,
                     Verdict, WarningRecord)
@@ -229,7 +233,13 @@ def compare(current: RunResult, baseline: RunResult, *,
     out.new_crashes = [c for k, c in now.items() if k not in before]
     out.vanished_crashes = [c for k, c in before.items() if k not in now]
     rows_now, rows_before = perf.perf_metrics(current.tests), perf.perf_metrics(baseline.tests)
-    out.perf_drops = perf.compare(rows_now, rows_before, threshold_percent, baseline.run_id)
+    if min(perf.boot_count(current.tests), perf.boot_count(baseline.tests)) > 1:
+        # both measured in several boots: the rank test of the boots (perfstats)
+        out.perf_drops = perf.compare_samples(current.tests, baseline.tests, threshold_percent,
+                                              baseline.run_id, DEFAULT_ALPHA)
+    else:
+        out.perf_drops = perf.compare(rows_now, rows_before, threshold_percent,
+                                      baseline.run_id)
     out.perf_compared = sum(1 for row, metrics in rows_now.items() for m in metrics
                             if m in rows_before.get(row, {}))
     out.kconfig, out.kconfig_from = _kconfig(current, baseline, current_config,

@@ -64,7 +64,7 @@ class Verdict(StrEnum):
 
 @dataclass(frozen=True)
 class StageRecord:
-    name: str            # source, series, kconfig, build, selftests, image, boot, test
+    name: str            # source, series, kconfig, build, ..., test, perf-boots, test-each
     status: Status       # pass | fail | error (the Status of a row, as junit shows both)
     seconds: float
     message: str = ""    # why it failed, or what it did (its note)
@@ -270,6 +270,12 @@ class PerfComparison:
     compared: int | None = field(default=None, metadata=OMIT)
     flagged: int | None = field(default=None, metadata=OMIT)
     fails_run: bool | None = field(default=None, metadata=OMIT)   # perf.fail_on_regression
+    alpha: float | None = field(default=None, metadata=OMIT)       # each metric's test level
+    boots: str | None = field(default=None, metadata=OMIT)         # "5 against 5" (now, base)
+    # with boots on both sides: the chance that a clean run flags some metric
+    # is at most compared x alpha (each metric tested at alpha); None: a side
+    # of one boot, no stated chance
+    false_alarm_bound: float | None = field(default=None, metadata=OMIT)
 
 
 @dataclass(frozen=True)

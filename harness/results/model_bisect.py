@@ -29,7 +29,8 @@ class BisectStepRecord:
     # the kernel's content digest (bisect/twins.py): steps with the same one ran
     # the same kernel; None in runs from before it was kept
     build: str | None = field(default=None, metadata=OMIT)
-    # a perf target with perf.repeat > 1: every sample of its runs (the rank test's)
+    # a perf target: its value per boot (each run's boot medians, or its value:
+    # what the rank test ranks); in bisects from before boots, every sample
     samples: list[float] | None = field(default=None, metadata=OMIT)
 
 

@@ -173,9 +173,16 @@ def _print_perf(result: RunResult, console: Console) -> None:
     perf = result.perf
     if perf:
         if perf.baseline_run:
+            stated = ""
+            if perf.boots:
+                stated = f", boots {perf.boots}"
+                stated += (f", each at alpha {perf.alpha:g}: a clean run flags one with a "
+                           f"chance of at most {perf.false_alarm_bound:g}"
+                           if perf.false_alarm_bound is not None and perf.alpha else
+                           " (one boot on a side: no stated chance of a false alarm)")
             console.print(f"perf baseline: {printable(perf.baseline_run)} "
                           f"({perf.chosen_by or ''}; {perf.compared or 0} metrics "
-                          f"compared, threshold {perf.threshold_percent:g}%, "
+                          f"compared{stated}, threshold {perf.threshold_percent:g}%, "
                           f"{perf.flagged or 0} flagged)", soft_wrap=True)
         else:
             console.print(f"perf baseline: none ({printable(perf.note or '')})",

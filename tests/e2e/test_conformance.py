@@ -62,7 +62,7 @@ def test_hmm_kselftest_rdma_p2pdma_and_perf(tmp_path):
     assert all(len(t["boot_medians"]["throughput_mbit_s"]) == 2 and t["metrics"]["boots"] == 2
                for t in bandwidth if t["status"] == "pass"), bandwidth
     stage = next(s for s in results["stages"] if s["name"] == "perf-boots")
-    assert stage["status"] == "pass" and "2 of 2 boot(s)" in stage["note"]
+    assert stage["status"] == "pass" and "2 of 2 boot(s)" in stage["message"]
     run_dir = sorted(p for p in tmp_path.iterdir() if p.is_dir())[-1]
     assert list(run_dir.glob("nodes/*/console-perf-boot1.log"))
     flaky = [t["name"] for t in results["tests"] if t["status"] == "flaky"]

@@ -3,7 +3,13 @@ comparison that uses them (results/baseline.py): boots ranked when both sides
 have several, one boot's samples with a raised threshold, medians alone."""
 from __future__ import annotations
 
+import io
+from dataclasses import replace
+
+from rich.console import Console
+
 from harness.results import baseline, perfstats
+from harness.results.summary import print_summary
 from harness.results.model import RunResult, Status
 from harness.results.model import TestRecord as Record
 
@@ -93,10 +99,19 @@ def test_the_run_comparison_tests_boots_and_says_how():
     assert "Mann–Whitney of the boots" in drop.message
     assert "58–72 against 85–109" in drop.message
     assert section.flagged == 1
+    # one metric at alpha 0.01 on boots: the chance a clean run flags it is stated
+    assert (section.boots, section.alpha, section.false_alarm_bound) == ("5 against 5", 0.01,
+                                                                        0.01)
+    out = io.StringIO()
+    print_summary(replace(run("2", SLOWER), perf=section, warnings=warnings),
+                  Console(file=out, width=400, highlight=False), "runs/2")
+    assert ("1 metrics compared, boots 5 against 5, each at alpha 0.01: a clean run flags one "
+            "with a chance of at most 0.01, threshold 10%, 1 flagged") in out.getvalue()
     # a baseline of one boot (from before perf boots): its samples, 40%: no alarm
-    _, warnings = baseline.summarize(run("2", SLOWER), [run("1", CLEAN, boots=False)], "", 10,
-                                     0.01)
-    assert warnings == []
+    section, warnings = baseline.summarize(run("2", SLOWER), [run("1", CLEAN, boots=False)],
+                                           "", 10, 0.01)
+    assert warnings == [] and section.boots == "5 against 1"
+    assert section.false_alarm_bound is None
     # an older baseline without samples: its median, the old threshold, and it says so
     _, warnings = baseline.summarize(run("2", SLOWER), [run("1", None)], "", 10, 0.01)
     (drop,) = warnings
@@ -120,3 +135,12 @@ def test_a_perf_bisect_step_uses_the_same_test_when_both_ends_kept_samples():
     assert steps.judge(target, [80.0, 82.0])[0] == GOOD
     verdict, _, note = steps.judge(target, [60.0, 62.0])
     assert verdict == BAD and "median of 60, 62" in note
+
+
+def test_harness_compare_ranks_boots_when_both_runs_have_them():
+    from harness.results.compare import compare
+    (drop,) = compare(run("2", SLOWER), run("1", CLEAN)).perf_drops
+    assert "Mann–Whitney of the boots" in drop.message and drop.p_value < 0.01
+    # runs of one boot: the median against the median, as before
+    (drop,) = compare(run("2", SLOWER, boots=False), run("1", CLEAN, boots=False)).perf_drops
+    assert drop.p_value is None and "threshold 30%" in drop.message

@@ -160,3 +160,12 @@ def compared_samples(samples: list[dict[str, float]]) -> dict[str, list[float]]:
             if direction(name):
                 values.setdefault(name, []).append(float(value))
     return values
+
+
+def calibration_refused(output: str) -> bool:
+    """Did perftest refuse to report for its clock calibration alone? With
+    --cpu_util in duration mode it needs its timing samples to correlate
+    (r^2 >= 0.9); on a busy TCG host they may not, and it prints
+    "Correlation coefficient r^2: 0.85 < 0.9" and "Can't produce a report"
+    although the transfer ran: the tool's refusal, not the kernel's failure."""
+    return "Correlation coefficient r^2" in output and "Can't produce a report" in output

@@ -182,3 +182,13 @@ def test_a_repeated_measurement_runs_every_time_and_a_failing_run_fails_the_row(
     with pytest.raises(AssertionError, match=r"run 2/3 failed \(earlier runs: "
                                              r"latency_usec_avg=4\): qperf client failed"):
         measure(3, failing_second)
+
+
+def test_perftests_calibration_refusal_is_told_from_a_failed_transfer():
+    # ib_send_bw under a busy TCG host (boot 2 of a five-boot run here)
+    refused = ("#bytes     #iterations    BW peak[MiB/sec]    BW average[MiB/sec]\n"
+               "@@harness: report@@\nCorrelation coefficient r^2: 0.845664 < 0.9\n"
+               "Can't produce a report\n")
+    assert perf.calibration_refused(refused)
+    assert not perf.calibration_refused("Couldn't connect to 10.99.0.1:18612\n")
+    assert not perf.calibration_refused("Can't produce a report\n")   # another cause
