@@ -3,8 +3,10 @@ quickstart plan builds, from the harness's own (shared, cached) stages. The
 first test that needs them pays the build; every later one hits the cache."""
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
+import tempfile
 import subprocess
 import threading
 from pathlib import Path
@@ -41,6 +43,30 @@ def pytest_addoption(parser):
     parser.addoption("--update-golden", action="store_true",
                      help="rewrite the golden files under tests/data from what the code "
                           "gives now, instead of comparing; review the diff before committing")
+
+
+# A test marked `alone` measures speed (perf under TCG, where a busy host hides
+# a slowdown: the pacing series measured 6% slower beside the other worker, 45%
+# alone): it runs while no other slow test of the session does. Every slow
+# test holds a shared lock on one file for its whole protocol (its fixtures'
+# set-up and tear-down too: a boot or a build of the other worker's next
+# module), an `alone` test an exclusive one, so the other worker finishes
+# what it is running and waits.
+ALONE_LOCK = Path(tempfile.gettempdir()) / f"harness-tests-alone-{os.geteuid()}.lock"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    if item.nodeid.startswith("tests/unit/"):
+        yield
+        return
+    exclusive = item.get_closest_marker("alone") is not None
+    with open(ALONE_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture(autouse=True)
@@ -194,6 +220,7 @@ def pytest_xdist_make_scheduler(config, log):
 def pytest_configure(config):
     # the suites' own marker (harness/suites/pytest.ini): unit tests import their modules
     config.addinivalue_line("markers", "subrows(prefix): reports rows of its own")
+    config.addinivalue_line("markers", "alone: runs while no other slow test does (speed)")
 
 
 @pytest.fixture
