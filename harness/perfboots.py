@@ -21,10 +21,9 @@ from . import pipeline
 from .errors import EXIT_INFRA, SuiteError
 from .pipeline import Run
 from .plan import Plan
+from .results.baseline import SUITE
 from .results.model import FAILED, Status, TestRecord
 from .results.perfstats import direction, median
-
-SUITE = "perf"
 
 
 def wanted(plan: Plan) -> bool:

@@ -80,15 +80,23 @@ def compare(current: dict[str, dict[str, float]], baseline: dict[str, dict[str, 
 def perf_samples(tests: list[TestRecord]) -> dict[str, dict[str, list[float]]]:
     """Row name -> its compared metrics' samples (perf.repeat > 1), for the
     rows of the perf suite that kept them."""
-    return {t.name: {k: v for k, v in t.samples.items() if direction(k) and v}
-            for t in tests if t.suite == SUITE and t.samples}
+    return _compared(tests, "samples")
 
 
 def perf_boot_medians(tests: list[TestRecord]) -> dict[str, dict[str, list[float]]]:
     """Row name -> its compared metrics' per-boot medians, for the perf rows
     measured in more than one boot."""
-    return {t.name: {k: v for k, v in t.boot_medians.items() if direction(k) and v}
-            for t in tests if t.suite == SUITE and t.boot_medians}
+    return _compared(tests, "boot_medians")
+
+
+def _compared(tests: list[TestRecord], kept: str) -> dict[str, dict[str, list[float]]]:
+    """Row name -> the compared metrics' lists in the perf rows' field `kept`."""
+    found: dict[str, dict[str, list[float]]] = {}
+    for test in tests:
+        values = getattr(test, kept)
+        if test.suite == SUITE and values:
+            found[test.name] = {k: v for k, v in values.items() if direction(k) and v}
+    return found
 
 
 def compare_samples(current: list[TestRecord], base: list[TestRecord], threshold_percent: float,
