@@ -160,16 +160,32 @@ def select_suites(plan: Plan, choices: Choices, read: Read
     if mode == "auto" and not plan.series:
         return plan, None
     specs = [s for s in read if s is not None]
+    asked = {k: v for k, v in choose.asked_by(plan.perf.baseline, plan.perf.repeat,
+                                              plan.perf.fail_on_regression).items()
+             if k not in plan.suites}
     if mode == "auto" and any(s.suites for s in specs):
         brought = {t for s in specs for t in s.suites}
-        return plan, choose.fixed(plan.suites, "series.yaml", named=brought)
+        fixed = choose.fixed(plan.suites, "series.yaml", named=brought)
+        if not asked:
+            return plan, fixed
+        # the series named its suites; the perf keys set on top still ask
+        # for their verdict
+        added = choose.choose(plan.suites, [], plan.kconfig.fragments,
+                              image.load_recipe(plan.image).packages,
+                              plan.kconfig.base, asked=asked)
+        names = tuple(n for n in added.suites)
+        picked = {c.suite: c for c in added.choices if c.why in ("plan-key", "needs")}
+        return (dataclasses.replace(plan, suites=names), dataclasses.replace(
+            fixed, suites=names,
+            choices=tuple(picked.get(c.suite, c) for c in fixed.choices)))
     patches: list[tuple[int, str]] = []
     for spec in specs:
         for patch in spec.patches:
             patches.append((len(patches) + 1, patch.path.read_text(errors="replace")))
     recipe = image.load_recipe(plan.image)
     chosen = choose.choose(plan.suites, patches, plan.kconfig.fragments, recipe.packages,
-                           plan.kconfig.base, narrow=not plan.select, every=mode == "all")
+                           plan.kconfig.base, narrow=not plan.select, every=mode == "all",
+                           asked=asked)
     if len(specs) < len(read):
         chosen = dataclasses.replace(chosen, choices=chosen.choices + (SuiteChoice(
             "(message-id)", False, "a series fetched by message-id is read in the series "

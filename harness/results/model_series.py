@@ -79,7 +79,8 @@ class SuiteChoice:
     chosen: bool
     # plan (the plan's suites, always run) | series.yaml (the series named it)
     # | --suites (the command line) | files (a touched file it covers) |
-    # symbols (a Kconfig symbol it covers) | left out: untouched | needs | no-covers
+    # symbols (a Kconfig symbol it covers) | plan-key (another plan key asks
+    # for it: perf.baseline...) | left out: untouched | needs | no-covers
     why: str
     by: str = ""                   # the file or symbol that chose it, "patch N: path"
     rows: tuple[str, ...] = ()     # narrowed to these rows (() = the whole suite)

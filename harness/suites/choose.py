@@ -30,6 +30,7 @@ def describe(choice: SuiteChoice) -> str:
     note = f" ({choice.note})" if choice.note else ""
     if choice.chosen:
         why = {"plan": "the plan's suites", "series.yaml": "the series names it",
+               "plan-key": choice.by,
                "--suites": "--suites names it", "--set suites": "--set suites names it",
                "all": "--suites all"}.get(
             choice.why, f"{choice.by} touches what it covers")
@@ -37,7 +38,7 @@ def describe(choice: SuiteChoice) -> str:
     why = {"untouched": "the series touches nothing it covers",
            "no-covers": "it covers no kernel paths (a plan, a series.yaml or --suites "
                         "chooses it)",
-           "needs": f"{choice.by} chose it, but the plan cannot run it"}.get(choice.why,
+           "needs": f"chosen ({choice.by}), but the plan cannot run it"}.get(choice.why,
                                                                             choice.why)
     return f"suite {choice.suite}: left out: {why}{note}"
 
@@ -54,11 +55,14 @@ def _expand(rows: tuple[str, ...], suite: registry.SuiteSpec) -> list[str]:
 
 def choose(plan_suites: tuple[str, ...], patches: list[tuple[int, str]],
            fragments: tuple[str, ...], packages: tuple[str, ...], base: str = "",
-           narrow: bool = True, every: bool = False) -> Selection:
+           narrow: bool = True, every: bool = False,
+           asked: dict[str, str] | None = None) -> Selection:
     """The suites for a series whose patches are `patches` ((index, text),
     1-based) on top of the plan's suites. `narrow`: a suite chosen by files
     may run part of its rows (False when the plan already selects rows).
-    `every`: --suites all, every suite the plan can run."""
+    `every`: --suites all, every suite the plan can run. `asked`: suites
+    other plan keys ask for, with the line saying which (asked_by)."""
+    asked = asked or {}
     files = [(i, f) for i, text in patches for f in touched_files(text)]
     symbols = [(i, s) for i, text in patches for s in sorted(touched_symbols(text))]
     chosen: list[str] = list(plan_suites)
@@ -74,16 +78,15 @@ def choose(plan_suites: tuple[str, ...], patches: list[tuple[int, str]],
             note = f"also covers {by}" if by else ""
             choices.append(SuiteChoice(name, True, "plan", note=note))
             continue
-        if not (by or every):
+        if not (by or every or name in asked):
             why = "untouched" if spec.covers else "no-covers"
             choices.append(SuiteChoice(name, False, why))
             continue
         frags, pkgs = needs.missing(name, fragments, packages, base)
         if frags or pkgs:
-            lack = ", ".join([*(f"fragment {f}" for f in frags),
-                              *(f"package {p}" for p in pkgs)])
-            choices.append(SuiteChoice(name, False, "needs", by=by or "--suites all",
-                                       note=f"it needs {lack}"))
+            choices.append(SuiteChoice(name, False, "needs",
+                                       by=by or asked.get(name, "--suites all"),
+                                       note=_lacking(frags, pkgs)))
             continue
         rows: tuple[str, ...] = ()
         if narrow and hits and not every and not any(
@@ -97,6 +100,9 @@ def choose(plan_suites: tuple[str, ...], patches: list[tuple[int, str]],
                                            for r in _expand(n.rows, spec)))
                 narrowed[name] = list(rows)
         chosen.append(name)
+        if not by and name in asked:
+            choices.append(SuiteChoice(name, True, "plan-key", by=asked[name]))
+            continue
         choices.append(SuiteChoice(name, True, "all" if every and not by else
                                    "symbols" if "CONFIG_" in by else "files", by=by,
                                    rows=rows))
@@ -104,6 +110,25 @@ def choose(plan_suites: tuple[str, ...], patches: list[tuple[int, str]],
     if narrowed:
         select = tuple(r for s in chosen for r in (narrowed.get(s) or [f"{s} *"]))
     return Selection(tuple(chosen), select, tuple(choices))
+
+
+def _lacking(frags: list[str] | tuple[str, ...], pkgs: list[str] | tuple[str, ...]) -> str:
+    lack = ", ".join([*(f"fragment {f}" for f in frags), *(f"package {p}" for p in pkgs)])
+    return f"it needs {lack}" if lack else ""
+
+
+def asked_by(perf_baseline: str, perf_repeat: int, fail_on_regression: bool
+             ) -> dict[str, str]:
+    """Suites a plan asks for through keys other than `suites`: the perf
+    suite when its perf keys ask for a verdict (a baseline run named, more
+    than one sample, or a drop that fails the run). A series check that
+    sets them without naming perf means to judge perf, not to skip it."""
+    keys = [k for k, on in (("perf.baseline", perf_baseline not in ("", "none")),
+                            ("perf.repeat", perf_repeat > 1),
+                            ("perf.fail_on_regression", fail_on_regression)) if on]
+    if not keys:
+        return {}
+    return {"perf": f"{', '.join(keys)} ask{'s' if len(keys) == 1 else ''} for a perf verdict"}
 
 
 _NOT_NAMED = {"series.yaml": "the series' series.yaml names the suites that validate it",

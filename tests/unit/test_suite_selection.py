@@ -177,3 +177,47 @@ def test_an_rxe_only_change_runs_the_rxe_rows_of_the_provider_suites():
     assert not item_wanted(sel.select, "verbs", "test_rdma_cm[siw-rping]")
     from harness.suites.pyverbs.selection import provider_wanted
     assert provider_wanted(sel.select, "rxe") and not provider_wanted(sel.select, "siw")
+
+
+def test_perf_keys_that_ask_for_a_verdict_choose_the_perf_suite(tmp_path):
+    from harness.suites.choose import asked_by, describe
+    assert asked_by("", 1, False) == {} and asked_by("none", 1, False) == {}
+    asked = asked_by("20261203-base", 5, True)
+    assert asked["perf"] == ("perf.baseline, perf.repeat, perf.fail_on_regression ask for "
+                             "a perf verdict")
+    # an rxe series without a series.yaml naming perf: the files choose the
+    # verbs suites, the perf keys perf (whole, beside the narrowed rows)
+    folder = _series(tmp_path, ("drivers/infiniband/sw/rxe/rxe_req.c",))
+    sets = ["perf.baseline=20261203-base", "perf.repeat=5", "perf.fail_on_regression=true"]
+    plan = plan_mod.load(QUICKSTART, sets)
+    choices = resolve.Choices(command="series", series=(str(folder),), overrides=tuple(sets))
+    read = resolve.read_series(choices.series, tmp_path / "work")
+    chosen, sel = resolve.select_suites(resolve.plan_for(plan, choices, read), choices, read)
+    assert sel is not None and "perf" in chosen.suites and "perf *" in chosen.select
+    got = by_name(sel)
+    assert got["perf"].why == "plan-key"
+    assert describe(got["perf"]) == ("suite perf: runs: perf.baseline, perf.repeat, "
+                                     "perf.fail_on_regression ask for a perf verdict")
+    # without those keys perf stays out, saying why
+    chosen, sel = resolve.select_suites(resolve.plan_for(plan_mod.load(QUICKSTART), choices,
+                                                         read), choices, read)
+    assert "perf" not in chosen.suites and sel is not None
+    assert by_name(sel)["perf"].why == "no-covers"
+    # a series.yaml naming its suites keeps them, and the perf keys add perf
+    named = tmp_path / "named"
+    named.mkdir()
+    folder2 = _series(named, ("drivers/infiniband/sw/rxe/rxe_req.c",), suites="modules")
+    choices2 = dataclasses.replace(choices, series=(str(folder2),))
+    read2 = resolve.read_series(choices2.series, tmp_path / "work2")
+    chosen, sel = resolve.select_suites(resolve.plan_for(plan, choices2, read2), choices2, read2)
+    assert chosen.suites == ("modules", "perf") and sel is not None
+    assert by_name(sel)["perf"].why == "plan-key" and by_name(sel)["modules"].chosen
+    # --suites names exactly what runs
+    only = dataclasses.replace(choices, suites="verbs")
+    assert resolve.select_suites(resolve.plan_for(plan, only, read), only,
+                                 read)[0].suites == ("verbs",)
+    # a plan whose image cannot run perf leaves it out, saying what it needs
+    sel = choose(("modules",), [(1, patch("drivers/infiniband/sw/rxe/rxe_req.c"))],
+                 FRAGMENTS, ("rdma-core",), asked=asked)
+    assert by_name(sel)["perf"].why == "needs" and "package perftest" in by_name(sel)["perf"].note
+    assert "chosen (perf.baseline" in describe(by_name(sel)["perf"])
