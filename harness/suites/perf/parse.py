@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 
 from harness.results.perfstats import direction, median
 from harness.suites.pair import REPORT_MARK
@@ -169,3 +170,10 @@ def calibration_refused(output: str) -> bool:
     "Correlation coefficient r^2: 0.85 < 0.9" and "Can't produce a report"
     although the transfer ran: the tool's refusal, not the kernel's failure."""
     return "Correlation coefficient r^2" in output and "Can't produce a report" in output
+
+
+def measure_again(ends: Iterable[tuple[bool, str]]) -> bool:
+    """Take a client/server measurement again? When an end ((ok, its output))
+    failed refusing for its clock calibration alone: the server calibrates
+    its own clock too, and refuses as the client does."""
+    return any(not ok and calibration_refused(output) for ok, output in ends)

@@ -192,3 +192,9 @@ def test_perftests_calibration_refusal_is_told_from_a_failed_transfer():
     assert perf.calibration_refused(refused)
     assert not perf.calibration_refused("Couldn't connect to 10.99.0.1:18612\n")
     assert not perf.calibration_refused("Can't produce a report\n")   # another cause
+    # either end's refusal takes the measurement again (the server refused in
+    # boot 4 of a no-op series' five here); a failed transfer does not
+    assert perf.measure_again([(False, refused), (True, "")])
+    assert perf.measure_again([(True, ""), (False, refused)])
+    assert not perf.measure_again([(True, refused), (True, "")])
+    assert not perf.measure_again([(False, "Couldn't connect\n"), (True, "")])
