@@ -172,8 +172,9 @@ def _add_run_options(parser: argparse.ArgumentParser, tests: bool = True) -> Non
                                  "bad patch (plan key `bisect: true`)")
         parser.add_argument("--suites", default=None, metavar="auto|all|A,B",
                             help="which suites run: auto (default) the plan's, and with a "
-                                 "series those whose covered files it touches (each says "
-                                 "why); all: every suite the plan can run; A,B: these only")
+                                 "series those whose covered files it touches, and perf when "
+                                 "the perf keys ask for a verdict (each says why); all: every "
+                                 "suite the plan can run; A,B: these only")
         parser.add_argument("--repeat", type=count(1, "runs of the suites"), default=None,
                             metavar="N",
                             help="run the suites N times on the booted nodes; a row that "

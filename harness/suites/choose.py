@@ -37,7 +37,9 @@ def describe(choice: SuiteChoice) -> str:
         return f"suite {choice.suite}: runs: {why}{rows}{note}"
     why = {"untouched": "the series touches nothing it covers",
            "no-covers": "it covers no kernel paths (a plan, a series.yaml or --suites "
-                        "chooses it)",
+                        "chooses it" + (", or perf keys asking for a verdict: "
+                                        "perf.baseline, perf.repeat, perf.fail_on_regression"
+                                        if choice.suite in _ASKABLE else "") + ")",
            "needs": f"chosen ({choice.by}), but the plan cannot run it"}.get(choice.why,
                                                                             choice.why)
     return f"suite {choice.suite}: left out: {why}{note}"
@@ -115,6 +117,9 @@ def choose(plan_suites: tuple[str, ...], patches: list[tuple[int, str]],
 def _lacking(frags: list[str] | tuple[str, ...], pkgs: list[str] | tuple[str, ...]) -> str:
     lack = ", ".join([*(f"fragment {f}" for f in frags), *(f"package {p}" for p in pkgs)])
     return f"it needs {lack}" if lack else ""
+
+
+_ASKABLE = ("perf",)      # suites asked_by can choose
 
 
 def asked_by(perf_baseline: str, perf_repeat: int, fail_on_regression: bool

@@ -17,7 +17,8 @@ facts the series' suite selection (choose.py) works from. Pure.
                                       # file without one runs the suite whole
 
 A suite without `covers` is chosen only by a plan, a series.yaml or --suites
-(the demo series' own counters; perf, which needs a baseline to judge)."""
+(the demo series' own counters), or for perf, which needs a baseline to judge,
+by the perf keys that ask for a verdict (choose.asked_by)."""
 from __future__ import annotations
 
 import functools

@@ -203,6 +203,8 @@ def test_perf_keys_that_ask_for_a_verdict_choose_the_perf_suite(tmp_path):
                                                          read), choices, read)
     assert "perf" not in chosen.suites and sel is not None
     assert by_name(sel)["perf"].why == "no-covers"
+    assert "or perf keys asking for a verdict" in describe(by_name(sel)["perf"])
+    assert "perf keys" not in describe(by_name(sel)["rxe-counters"])
     # a series.yaml naming its suites keeps them, and the perf keys add perf
     named = tmp_path / "named"
     named.mkdir()
