@@ -4,7 +4,8 @@ should (modules.yaml), modprobe -r, gone (an RDMA link driver is unloaded with
 its link deleted in odd cycles, with the link still in place in even ones); no
 splat, no new taint; with CONFIG_DEBUG_KMEMLEAK a kmemleak scan after the cycles,
 any new leak failing
-the module. A module that refuses to unload fails with its refcount and holders.
+the module. A module that refuses to unload fails with its refcount and holders;
+modules other suites left on top of it are unloaded before its cycles.
 
 One guest command per module does all the cycles (under TCG every command
 costs a second); it reports each step as a KEY=VALUE line, then kmemleak's
@@ -16,9 +17,27 @@ import shlex
 from harness.detect import describe, find_crashes
 from harness.suites.modules.parse import parse_cycles, registration
 
-_SCRIPT = r"""
+# Modules that other suites loaded on top of the one under test (rdma_ucm,
+# which rping's rdma_cm loads, holds ib_uverbs): unloaded first, holders of
+# holders before them, each named (freed_<name>=1), so that a module's cycles do not
+# depend on which suites ran before them (--repeat runs this suite again after
+# the others). $sys is /sys; a unit test points it at a fake tree.
+FREE_HOLDERS = r"""
+free_holders() {
+  local h
+  for h in $(ls "$sys/module/$1/holders" 2>/dev/null); do
+    free_holders "$h"
+    modprobe -r "$h" 2>&1 && echo "freed_$h=1"
+  done
+  return 0
+}
+"""
+
+_SCRIPT = FREE_HOLDERS + r"""
+sys=/sys
 m={module}; s=${{m//-/_}}; kind={kind}; arg={arg}; nic={nic}
 grep -q "/$s.ko" /lib/modules/$(uname -r)/modules.builtin 2>/dev/null && echo builtin=1
+free_holders $s
 echo taint_before=$(cat /proc/sys/kernel/tainted)
 leaks=/sys/kernel/debug/kmemleak
 [ -w $leaks ] && echo clear > $leaks 2>/dev/null && echo kmemleak=1
