@@ -173,11 +173,10 @@ def select_suites(plan: Plan, choices: Choices, read: Read
         added = choose.choose(plan.suites, [], plan.kconfig.fragments,
                               image.load_recipe(plan.image).packages,
                               plan.kconfig.base, asked=asked)
-        names = tuple(n for n in added.suites)
-        picked = {c.suite: c for c in added.choices if c.why in ("plan-key", "needs")}
-        return (dataclasses.replace(plan, suites=names), dataclasses.replace(
-            fixed, suites=names,
-            choices=tuple(picked.get(c.suite, c) for c in fixed.choices)))
+        record = {c.suite: c for c in added.choices if c.suite in asked}
+        return (dataclasses.replace(plan, suites=added.suites), dataclasses.replace(
+            fixed, suites=added.suites,
+            choices=tuple(record.get(c.suite, c) for c in fixed.choices)))
     patches: list[tuple[int, str]] = []
     for spec in specs:
         for patch in spec.patches:
