@@ -33,7 +33,7 @@ free_holders() {
 }
 """
 
-_SCRIPT = FREE_HOLDERS + r"""
+_SCRIPT = FREE_HOLDERS.replace("{", "{{").replace("}", "}}") + r"""
 sys=/sys
 m={module}; s=${{m//-/_}}; kind={kind}; arg={arg}; nic={nic}
 grep -q "/$s.ko" /lib/modules/$(uname -r)/modules.builtin 2>/dev/null && echo builtin=1
@@ -72,12 +72,19 @@ dmesg
 """
 
 
+def script(module: str, count: int, nic: str) -> str:
+    """The guest command that runs `module`'s `count` cycles (`nic`: the L2
+    interface a link driver's links are added on)."""
+    kind, arg = registration(module)
+    return _SCRIPT.format(module=shlex.quote(module), kind=kind, arg=shlex.quote(arg),
+                          nic=shlex.quote(nic), cycles=count)
+
+
 def cycles(node, module: str, count: int, ctx):
     """(steps, command output, kmemleak report, dmesg since the test began)."""
     kind, arg = registration(module)
-    script = _SCRIPT.format(module=shlex.quote(module), kind=kind, arg=shlex.quote(arg),
-                            nic=shlex.quote(node.l2_nic or ""), cycles=count)
-    result = node.ssh.run(script, timeout=ctx.command_timeout)
+    result = node.ssh.run(script(module, count, node.l2_nic or ""),
+                          timeout=ctx.command_timeout)
     steps, head, leaks, dmesg = parse_cycles(result.stdout)
     return steps, head, leaks, ctx.dmesg_window(dmesg), (kind, arg)
 

@@ -58,7 +58,12 @@ def test_modules_other_suites_loaded_on_top_are_unloaded_first(tmp_path):
     # ib_uverbs has no holder and its cycles start from a clean state
     import os
     import subprocess
-    from harness.suites.modules.test_modules import FREE_HOLDERS
+    from harness.suites.modules.test_modules import FREE_HOLDERS, script
+    # the guest's command carries the function whole, and calls it first
+    command = script("ib_uverbs", 3, "eth1")
+    assert FREE_HOLDERS in command and "\nfree_holders $s\n" in command
+    assert command.index("free_holders $s") < command.index("taint_before")
+    subprocess.run(["bash", "-n", "-c", command], check=True)        # it parses
     sys_root = tmp_path / "sys"
     for name, holders in (("ib_uverbs", ["rdma_ucm"]), ("rdma_ucm", ["extra_user"]),
                           ("extra_user", []), ("ib_core", ["ib_uverbs"])):
