@@ -175,7 +175,7 @@ UNIT_SECONDS = {
     "tests/e2e/test_perf_flow.py": 266,        # measured alone (12p), not yet in CI
     "objdir": 243,
     "tests/faults/test_guest_faults.py": 234,
-    "tests/e2e/test_series_select.py": 162,
+    "tests/e2e/test_series_select.py": 144,     # with --repeat 2, alone (12q)
     "tests/integration/test_rootless.py": 161,
     "tests/integration/test_config_check.py": 145,
     "tests/e2e/test_nightly.py": 137,

@@ -7,7 +7,9 @@ pingpongs (suite.yaml `covers`, `narrow`): the run says why each suite runs
 or not, fails in the ODP cases, and bisects by itself to patch 2, each step
 the failed rows repeated in one boot; the answer is in every failed row.
 `retries: 1` runs the failed rows once more on the same guests: they fail
-again, a failure and not a flake (the bisect's steps never retry)."""
+again, a failure and not a flake (the bisect's steps never retry). `--repeat 2`
+runs the suites twice on the booted nodes: the modules' cycles pass in the
+second too, after the first's verbs-smoke left rdma_ucm loaded on ib_uverbs."""
 from __future__ import annotations
 
 import json
@@ -25,8 +27,10 @@ def test_the_touched_files_choose_the_odp_cases_that_catch_it_and_bisect_names_t
         [sys.executable, "-m", "harness", "series", "check", "demo-rxe-odp-write",
          "--bisect", "--no-per-patch", "--runs-dir", str(tmp_path),
          "--set", "bisect_repeat=2", "--set", "retries=1",
-         # the plan's suites stay; one module cycled is enough to see them pass
-         "--set", "modules=[rdma_rxe]"],
+         # the plan's suites stay; two modules cycled are enough to see them
+         # pass, also in the second repeat, after verbs-smoke's rping left
+         # rdma_ucm on ib_uverbs
+         "--set", "modules=[rdma_rxe,ib_uverbs]", "--repeat", "2"],
         cwd=REPO, capture_output=True, text=True, timeout=3 * 3600)
     out = done.stdout + done.stderr
     assert done.returncode == 1, out[-4000:]
@@ -50,6 +54,13 @@ def test_the_touched_files_choose_the_odp_cases_that_catch_it_and_bisect_names_t
     assert odp, [(t["suite"], t["name"]) for t in failed]
     assert {t["suite"] for t in failed} <= {"pyverbs", "verbs"}, failed
     assert all(t["retries"] == 1 for t in odp)
+    # --repeat 2: the suites ran twice on the booted nodes, the modules' cycles
+    # passing both times; the ODP rows failed in both (no `intermittent`)
+    assert len(result["repeats"]) == 2, result.get("repeats")
+    cycled = [t for t in result["tests"] if t["suite"] == "modules"]
+    assert {t["name"].split("-", 1)[1] for t in cycled} == {"rdma_rxe]", "ib_uverbs]"}
+    assert all(t["status"] == "pass" for t in cycled), cycled
+    assert not any(t.get("intermittent") for t in odp)
     names = {t["name"] for t in result["tests"]}
     assert not any(n.startswith("pyverbs[rxe] tests.test_cq.") for n in names)   # narrowed
     # the bisect: every failed row is its target, its answer in each of them
