@@ -96,7 +96,12 @@ def test_hmm_p2pdma_and_symbols_choose_theirs():
     sel = choose(("modules",), [(1, patch("mm/hmm.c", "drivers/pci/p2pdma.c"))],
                  FRAGMENTS, packages())
     got = by_name(sel)
-    assert got["hmm"].chosen and got["p2pdma"].chosen and not got["pyverbs"].chosen
+    assert got["hmm"].chosen and got["p2pdma"].chosen
+    # ODP memory regions fault through HMM: rdma-core's ODP cases, nothing more
+    assert got["pyverbs"].rows == ("pyverbs pyverbs[rxe] tests.test_odp.*",
+                                   "pyverbs pyverbs[siw] tests.test_odp.*")
+    assert got["verbs"].rows == ("verbs test_pingpong[*odp*]",)
+    assert not got["verbs-smoke"].chosen and not got["kselftest-rdma"].chosen
     sel = choose(("modules",), [(1, patch("arch/x86/configs/x.config",
                                           body="+CONFIG_PCI_P2PDMA=y\n"))],
                  FRAGMENTS, packages())
