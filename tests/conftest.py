@@ -172,10 +172,10 @@ UNIT_SECONDS = {
     "libvirt": 698,
     "tests/e2e/test_series.py": 378,
     "tests/e2e/test_conformance.py": 430,      # 367 before its perf took two boots
-    "tests/e2e/test_perf_flow.py": 266,        # measured alone (12p), not yet in CI
+    "tests/e2e/test_perf_flow.py": 255,        # its call in the CI of 6a18d23 (12q)
     "objdir": 243,
     "tests/faults/test_guest_faults.py": 234,
-    "tests/e2e/test_series_select.py": 144,     # with --repeat 2, alone (12q)
+    "tests/e2e/test_series_select.py": 151,     # with --repeat 2, the CI of 6a18d23
     "tests/integration/test_rootless.py": 161,
     "tests/integration/test_config_check.py": 145,
     "tests/e2e/test_nightly.py": 137,

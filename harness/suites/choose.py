@@ -38,8 +38,8 @@ def describe(choice: SuiteChoice) -> str:
     why = {"untouched": "the series touches nothing it covers",
            "no-covers": "it covers no kernel paths (a plan, a series.yaml or --suites "
                         "chooses it" + (", or perf keys asking for a verdict: "
-                                        "perf.baseline, perf.repeat, perf.fail_on_regression"
-                                        if choice.suite in _ASKABLE else "") + ")",
+                                        + ", ".join(_PERF_KEYS)
+                                        if choice.suite == "perf" else "") + ")",
            "needs": f"chosen ({choice.by}), but the plan cannot run it"}.get(choice.why,
                                                                             choice.why)
     return f"suite {choice.suite}: left out: {why}{note}"
@@ -119,7 +119,8 @@ def _lacking(frags: list[str] | tuple[str, ...], pkgs: list[str] | tuple[str, ..
     return f"it needs {lack}" if lack else ""
 
 
-_ASKABLE = ("perf",)      # suites asked_by can choose
+# the plan keys that ask for a perf verdict (asked_by), as the lines name them
+_PERF_KEYS = ("perf.baseline", "perf.repeat", "perf.fail_on_regression")
 
 
 def asked_by(perf_baseline: str, perf_repeat: int, fail_on_regression: bool
@@ -128,9 +129,8 @@ def asked_by(perf_baseline: str, perf_repeat: int, fail_on_regression: bool
     suite when its perf keys ask for a verdict (a baseline run named, more
     than one sample, or a drop that fails the run). A series check that
     sets them without naming perf means to judge perf, not to skip it."""
-    keys = [k for k, on in (("perf.baseline", perf_baseline not in ("", "none")),
-                            ("perf.repeat", perf_repeat > 1),
-                            ("perf.fail_on_regression", fail_on_regression)) if on]
+    asking = (perf_baseline not in ("", "none"), perf_repeat > 1, fail_on_regression)
+    keys = [k for k, on in zip(_PERF_KEYS, asking) if on]
     if not keys:
         return {}
     return {"perf": f"{', '.join(keys)} ask{'s' if len(keys) == 1 else ''} for a perf verdict"}
