@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 from pathlib import Path
 
-from . import buildwatch, proc, sandbox
+from . import boxfiles, buildwatch, proc, sandbox
 from .cache import Cache, digest
 from .errors import EXIT_FAIL, EXIT_INFRA, BuildError, disk_full
 from .kconfig import ConfigReport
@@ -82,7 +82,7 @@ def make_argv(objdir: Path, spec: BuildSpec, *more: str) -> list[str]:
     argv = ["make", f"O={objdir}", f"-j{spec.jobs or os.cpu_count() or 1}", *REPRODUCIBLE]
     if spec.ccache and shutil.which("ccache") is not None:
         argv.append("CC=ccache gcc")
-        if debug_info(objdir / ".config"):
+        if debug_info(objdir):
             # with -g, ccache hashes the directory it compiles in unless a
             # prefix map takes it out: the objects of another tree's object
             # directory hit (kbuild already names the sources `../`)
@@ -90,11 +90,10 @@ def make_argv(objdir: Path, spec: BuildSpec, *more: str) -> list[str]:
     return [*argv, *more]
 
 
-def debug_info(config: Path) -> bool:
-    """Does this .config build with debug info (gcc -g)?"""
-    try:
-        text = config.read_text(errors="replace")
-    except FileNotFoundError:
+def debug_info(objdir: Path) -> bool:
+    """Does the object directory's .config build with debug info (gcc -g)?"""
+    text = boxfiles.read_optional(objdir, ".config", "the .config")
+    if text is None:
         return False
     return re.search(r"^CONFIG_DEBUG_INFO=y$", text, re.M) is not None
 
@@ -153,11 +152,11 @@ def _build_into_cache(tree: SourceTree, config: ConfigReport, objdir: Path,
                       meter: Callable[[str, float | None], None] | None = None) -> Path:
     start = time.monotonic()
     if config.config != objdir / ".config":
-        shutil.copyfile(config.config, objdir / ".config")
+        boxfiles.copy_in(config.config, objdir, ".config", "the .config")
     make_log = log.parent / "make.log"
     make_log.unlink(missing_ok=True)
     box, env = make_box(tree.path, objdir, cache), make_env(cache)
-    cold = not (objdir / "vmlinux").exists()        # nothing linked there yet
+    cold = not boxfiles.is_file(objdir, "vmlinux")     # nothing linked there yet
     with buildwatch.watch(make_log, cache, config.config_hash, cold, meter):
         result = proc.run(make_argv(objdir, spec, "olddefconfig", "bzImage", "modules"),
                           cwd=tree.path, timeout=spec.timeout, log=make_log,
@@ -182,11 +181,14 @@ def _build_into_cache(tree: SourceTree, config: ConfigReport, objdir: Path,
                            env=env, box=box.plus(write=[staging]))
         if not install.ok:
             raise BuildError(f"make modules_install failed; see {log}", EXIT_INFRA)
+        # what the box wrote goes into the guest's modules disk and the cache
+        boxfiles.audit(staging, "a file modules_install wrote")
         release = proc.run(["make", "-s", f"O={objdir}", "kernelrelease"], cwd=tree.path,
                            timeout=120, error=BuildError, env=env, box=box).stdout.strip()
-        for name, src in (("bzImage", "arch/x86/boot/bzImage"),
-                          ("System.map", "System.map"), ("config", ".config")):
-            shutil.copy2(objdir / src, scratch / name)
+        for name, src, limit in (("bzImage", "arch/x86/boot/bzImage", boxfiles.IMAGE_LIMIT),
+                                 ("System.map", "System.map", boxfiles.IMAGE_LIMIT),
+                                 ("config", ".config", boxfiles.TEXT_LIMIT)):
+            boxfiles.copy_out(objdir, src, scratch / name, f"the build's {name}", limit)
         (scratch / "release").write_text(release + "\n")
         (scratch / "warnings.txt").write_text("\n".join(collect_warnings(text)) + "\n")
         shutil.copy2(make_log, scratch / "build.log")

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import build, image, kconfig, selftests, series, source, suites
+from . import boxfiles, build, image, kconfig, selftests, series, source, suites
 from .cache import Cache
 from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, SuiteError
 from .plan import Plan, check_working_tree, waiver_for
@@ -175,8 +175,8 @@ def kernel(run: Run) -> Kernel:
         with run.stages("build") as info:
             kb = build.build(tree, report, objdir, plan.build, cache, logs / "build.log",
                              meter=run.meter)
-            order = objdir / "modules.order"
-            run.kernel = Kernel(tree, report, kb, order.read_text() if order.exists() else "")
+            order = boxfiles.read_optional(objdir, "modules.order", "modules.order")
+            run.kernel = Kernel(tree, report, kb, order or "")
             info.cached, info.note = kb.cached, f"{len(kb.warnings)} warnings"
             result.kernel.release, result.kernel.build_key = kb.release, kb.key
             result.kernel.config_hash = report.config_hash

@@ -24,7 +24,7 @@ import tarfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from . import proc, sandbox
+from . import boxfiles, proc, sandbox
 from .build import first_errors
 from .cache import Cache, digest
 from .errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, SelftestError
@@ -117,6 +117,7 @@ def _hmm_tests(tree: Path, objdir: Path, out: Path, log: Path) -> None:
                       *sources, *HMM_LIBS, "-o", binary], root / "mm", log, 600, box)
     if not ok:
         raise _failed("tools/testing/selftests/mm/hmm-tests", text, log)
+    boxfiles.audit(out, "a file the hmm-tests build wrote", drop_links=False)
     shutil.rmtree(headers)
 
 
@@ -129,6 +130,8 @@ def _kselftest_install(target: str):
                          tree, log, 900, sandbox.for_tree(tree, write=[objdir, out]))
         if not ok or not (where / "kselftest-list.txt").exists():
             raise _failed(f"tools/testing/selftests/{target} (make install)", text, log)
+        # the box wrote it: no links, FIFOs or huge files into the tar
+        boxfiles.audit(where, "a file the selftests' install wrote", drop_links=False)
         with tarfile.open(out / f"kselftest-{target}.tar", "w") as tar:
             tar.add(where, arcname=".")
         shutil.rmtree(where)

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import build, kconfig, pipeline, selftests
+from . import boxfiles, build, kconfig, pipeline, selftests
 from .build import KernelBuild
 from .devloop import modules
 from .errors import HarnessError
@@ -155,14 +155,14 @@ def _kernel_at(run: Run, patch: PatchResult, names: tuple[str, ...]) -> Kernel:
         report = kconfig.configure(tree, objdir, plan.kconfig, cache, logs / f"{stem}-kconfig.log")
         kconfig.check(report)
         kb = build.build(tree, report, objdir, plan.build, cache, logs / f"{stem}-build.log")
-        order = objdir / "modules.order"
+        order = boxfiles.read_optional(objdir, "modules.order", "modules.order") or ""
         artifacts: dict[str, Path] = {}
         if selftests.wanted(names):
             artifacts, _ = selftests.build(names, tree.path, objdir, kb.key, cache,
                                            logs / f"{stem}-selftests.log")
     run.say(f"patch {patch.index}: kernel {kb.release} "
             + ("(cached)" if kb.cached else f"built in {kb.seconds:.0f} s"))
-    return Kernel(tree, report, kb, order.read_text() if order.exists() else "", artifacts)
+    return Kernel(tree, report, kb, order, artifacts)
 
 
 def _back_to_top(run: Run) -> None:

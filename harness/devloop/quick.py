@@ -18,11 +18,10 @@ undefined symbol is still a build failure. Module.symvers is put back."""
 from __future__ import annotations
 
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc
+from .. import boxfiles, proc
 from ..build import first_errors, make_argv, make_box, make_env
 from ..cache import Cache
 from ..errors import EXIT_FAIL, BuildError
@@ -104,17 +103,16 @@ def build(tree: Path, objdir: Path, quick: Quick, spec: BuildSpec, cache: Cache,
           out: Path, log: Path) -> dict[str, Path]:
     """Build the modules (in the build's sandbox); {module file name: stripped
     copy in `out`}."""
-    symvers = objdir / "Module.symvers"
     saved = out / "Module.symvers.whole"
     out.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(symvers, saved)
+    boxfiles.copy_out(objdir, "Module.symvers", saved, "Module.symvers")
     log.unlink(missing_ok=True)
     try:
         done = proc.run(make_argv(objdir, spec, "KBUILD_MODPOST_WARN=1", *quick.targets),
                         cwd=tree, timeout=spec.timeout, log=log, error=BuildError,
                         env=make_env(cache), box=make_box(tree, objdir, cache))
     finally:
-        shutil.copy2(saved, symvers)
+        boxfiles.copy_in(saved, objdir, "Module.symvers", "Module.symvers")
     text = log.read_text(errors="replace")
     if not done.ok:
         raise BuildError(f"module build failed ({', '.join(quick.targets)}); first errors:\n"
@@ -127,7 +125,7 @@ def build(tree: Path, objdir: Path, quick: Quick, spec: BuildSpec, cache: Cache,
     stripped = {}
     for target in quick.targets:
         copy = out / Path(target).name
-        shutil.copy2(objdir / target, copy)
+        boxfiles.copy_out(objdir, target, copy, "a module", boxfiles.IMAGE_LIMIT)
         proc.run(["strip", "--strip-debug", copy], timeout=120, check=True, error=BuildError)
         stripped[copy.name] = copy
     return stripped

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import build, pipeline, plan as plan_mod, resolve, runner, selftests, source
+from .. import boxfiles, build, pipeline, plan as plan_mod, resolve, runner, selftests, source
 from ..cache import Cache, digest, file_digest
 from ..errors import EXIT_BAD_INPUT, HarnessError, PlanError
 from ..pipeline import Run
@@ -134,8 +134,8 @@ def _fast(state: Run, entry: registry.KeptRun, old: build.KernelBuild
         state.say("HEAD moved since the nodes' build: the whole build")
         return None
     with objdir_for(tree, state.cache) as objdir:
-        config = objdir / ".config"
-        if not config.exists() or config.read_bytes() != old.config.read_bytes():
+        config = boxfiles.read_optional(objdir, ".config", "the .config")
+        if config is None or config.encode() != old.config.read_bytes():
             state.say("the object directory holds another configuration: the whole build")
             return None
         found = quick.plan(tree.path, objdir, changed)
@@ -146,8 +146,7 @@ def _fast(state: Run, entry: registry.KeptRun, old: build.KernelBuild
             built = quick.build(tree.path, objdir, found, plan.build, state.cache,
                                 _run_dir(state) / "modules", state.logs / "make.log")
             info.note = f"modules only: {', '.join(Path(t).stem for t in found.targets)}"
-        order = (objdir / "modules.order").read_text() if (objdir / "modules.order").exists() \
-            else ""
+        order = boxfiles.read_optional(objdir, "modules.order", "modules.order") or ""
     # no ConfigReport on this path: the kconfig stage did not run
     state.kernel = pipeline.Kernel(tree, None, old, order)
     # the nodes' kernel with these modules in: a key of its own for the history

@@ -10,15 +10,15 @@ inputs, catches conflicting and unknown requests, and checks the outcome.
 from __future__ import annotations
 
 import json
-import shutil
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .. import proc, sandbox
+from .. import boxfiles, proc, sandbox
+from ..dotconfig import parse_config
 from ..cache import Cache, digest, file_digest
 from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, ConfigError
-from ..inputs import quote
+from ..inputs import quote, read_bytes
 from .explain import Explanation, explain_missing
 from .renames import Rename, find_renames
 from .fragments import Request, effective_requests, fragment_path, read_config, write_chosen
@@ -64,10 +64,18 @@ def _base_inputs(spec: KconfigSpec) -> tuple[str, Path | None]:
     if not path.is_file():
         raise ConfigError(f"kconfig.base {quote(spec.base)}: neither tinyconfig, defconfig "
                           "nor an existing .config file", EXIT_BAD_INPUT)
+    # a .config is well under a MiB: a bigger file (or a FIFO) is refused
+    # before it is hashed and copied
+    read_bytes(path, "kconfig.base", limit=BASE_LIMIT, error=ConfigError)
     return "file", path.resolve()
 
 
+# bytes of a kconfig.base file (an allyesconfig .config is ~300 KiB)
+BASE_LIMIT = 4 << 20
+
+
 MERGED = "harness-merged.config"     # base + fragments, before olddefconfig
+CHECKED = "harness-checked.config"   # `config check`: the .config as the harness read it
 
 
 def configure(tree: SourceTree, objdir: Path, spec: KconfigSpec, cache: Cache,
@@ -88,7 +96,7 @@ def configure(tree: SourceTree, objdir: Path, spec: KconfigSpec, cache: Cache,
             requests = _make_config(tree.path, objdir, kind, base_file, fragments, log)
             unknown, explanations, renames = analyse(tree.path, objdir, requests, log,
                                                      cached_trees(cache))
-            shutil.copy2(objdir / ".config", scratch / "config")
+            boxfiles.copy_out(objdir, ".config", scratch / "config", "the .config")
             (scratch / "analysis.json").write_text(json.dumps(
                 {"unknown": [asdict(r) for r in unknown],
                  "explanations": [asdict(e) for e in explanations],
@@ -97,7 +105,7 @@ def configure(tree: SourceTree, objdir: Path, spec: KconfigSpec, cache: Cache,
         entry, was_cached = cache.entry("configs", key), False
     else:
         entry, was_cached = cached, True
-        shutil.copyfile(entry / "config", objdir / ".config")
+        boxfiles.copy_in(entry / "config", objdir, ".config", "the cached .config")
         stored = json.loads((entry / "analysis.json").read_text())
         unknown = [Request(**_lists_as_tuples(r)) for r in stored["unknown"]]
         explanations = [Explanation(**_lists_as_tuples(e)) for e in stored["explanations"]]
@@ -125,8 +133,8 @@ def analyse(tree: Path, objdir: Path, requests: list[Request], log: Path,
     in `others`, other kernel trees), from the tree's own Kconfig parser
     (about 4 s, once per new config)."""
     with KconfigTool(tree, objdir, log).open() as db:
-        unknown, explanations = analyse_with(db, objdir / MERGED,
-                                             read_config(objdir / ".config"), requests,
+        values = parse_config(boxfiles.read_text(objdir, ".config", "the .config"))
+        unknown, explanations = analyse_with(db, objdir / MERGED, values, requests,
                                              objdir, log)
         renames = find_renames(tree, [r.symbol for r in unknown], others, db.known) \
             if unknown else []
@@ -174,7 +182,7 @@ def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
     extra: list[Path] = []
     if kind == "file":
         assert base_file is not None        # _base_inputs: "file" comes with its path
-        shutil.copyfile(base_file, objdir / ".config")
+        boxfiles.copy_in(base_file, objdir, ".config", "kconfig.base", limit=BASE_LIMIT)
     else:
         make(kind)
         guest = tree / "kernel/configs/kvm_guest.config"
@@ -188,9 +196,8 @@ def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
             make("olddefconfig")
         with KconfigTool(tree, objdir, log).open() as db:
             requests = effective_requests(fragments, db.read(objdir / ".config").known)
-        chosen = objdir / "harness-fragments"
-        chosen.mkdir(exist_ok=True)
-        fragments = [write_chosen(chosen / f"{i}-{p.name}", p, requests)
+        fragments = [boxfiles.write_in(objdir, f"harness-fragments/{i}-{p.name}",
+                                       write_chosen(p, requests), "a chosen fragment")
                      for i, p in enumerate(fragments)]
     # run in the object directory: merge_config.sh writes its temporary
     # ./.tmp.config.* into the current directory (with -m it runs no make)
@@ -200,7 +207,7 @@ def _make_config(tree: Path, objdir: Path, kind: str, base_file: Path | None,
     if not merged.ok:
         raise ConfigError(f"merge_config.sh failed for {', '.join(map(str, fragments))}"
                           f"; see {log}", EXIT_INFRA)
-    shutil.copyfile(objdir / ".config", objdir / MERGED)
+    boxfiles.copy_within(objdir, ".config", MERGED, "the merged .config")
     make("olddefconfig")
     return requests
 
@@ -300,6 +307,7 @@ def check_tree(tree: Path, base: str, fragment_names: list[str], cache: Cache,
         requests = _make_config(Path(tree), objdir, kind, base_file, fragments, log)
         unknown, explanations, renames = analyse(Path(tree), objdir, requests, log,
                                                  cached_trees(cache))
-        return replace(_report(objdir / ".config", base, requests, False, unknown,
-                               explanations, objdir / ".config"),
+        boxfiles.copy_within(objdir, ".config", CHECKED, "the .config")
+        return replace(_report(objdir / CHECKED, base, requests, False, unknown,
+                               explanations, objdir / CHECKED),
                        renames=tuple(renames), version=kernel_version(Path(tree)))

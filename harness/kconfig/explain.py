@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import boxfiles
 from .expr import TRI
 from .fragments import Request
 from .tool import KconfigDB
@@ -103,11 +104,12 @@ def explain_missing(db: KconfigDB, merged: Path, requests: list[Request],
 def _verify(db: KconfigDB, merged: Path, requests: list[Request], fix: dict[str, str],
             scratch: Path) -> bool:
     """Does base + fragments + fix keep every request (olddefconfig semantics)?"""
-    trial = scratch / "harness-kconfig-fix.config"
-    text = merged.read_text(errors="replace")
-    trial.write_text(text + ("" if text.endswith("\n") else "\n")
-                     + "\n".join(_request_line(r) for r in requests) + "\n"
-                     + "\n".join(fragment_lines(fix)) + "\n")
+    # both in the object directory, which the tree's make wrote last
+    text = boxfiles.read_text(merged.parent, merged.name, "the merged .config")
+    trial = boxfiles.write_in(scratch, "harness-kconfig-fix.config",
+                              text + ("" if text.endswith("\n") else "\n")
+                              + "\n".join(_request_line(r) for r in requests) + "\n"
+                              + "\n".join(fragment_lines(fix)) + "\n", "a trial .config")
     db.read(trial)
     return all(db.value(r.symbol) == r.want for r in requests)
 

@@ -125,16 +125,15 @@ def choose(requests: list[Request], defined) -> list[Request]:
     return chosen
 
 
-def write_chosen(path: Path, source: Path, requests: list[Request]) -> Path:
+def write_chosen(source: Path, requests: list[Request]) -> str:
     """`source` with every line of a request that took another name rewritten
-    (comments and the rest kept): the fragment merge_config.sh gets."""
+    (comments and the rest kept): the text of the fragment merge_config.sh gets."""
     moved = {r.line: r for r in requests if r.fragment == str(source) and r.named}
     lines = read_text(source, "kconfig fragment", error=ConfigError).splitlines()
     for number, request in moved.items():
         lines[number - 1] = re.sub(rf"\bCONFIG_{request.named}\b", f"CONFIG_{request.symbol}",
                                    lines[number - 1], count=1)
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return "\n".join(lines) + "\n"
 
 
 def effective_requests(fragments: list[Path], defined=None) -> list[Request]:

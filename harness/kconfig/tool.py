@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Union
 
-from .. import proc, sandbox
+from .. import boxfiles, proc, sandbox
 from ..errors import EXIT_INFRA, ConfigError
 
 DUMP_SOURCE = Path(__file__).with_name("dump.c")
@@ -176,10 +176,11 @@ class KconfigTool:
             out = self.objdir / "harness-kconfig.env"
             result = proc.run(env_command(self.objdir, out),
                               cwd=self.tree, timeout=300, error=ConfigError, box=self.box)
-            if not result.ok or not out.exists():
+            text = boxfiles.read_optional(self.objdir, out.name, "the Kconfig environment")
+            if not result.ok or text is None:
                 raise ConfigError(f"could not read the Kconfig environment of {self.tree}:"
                                   f"\n{result.tail()}", EXIT_INFRA)
-            pairs = (item.split("=", 1) for item in out.read_text().split("\0") if "=" in item)
+            pairs = (item.split("=", 1) for item in text.split("\0") if "=" in item)
             self._env = dict(pairs)
         return self._env
 
@@ -202,7 +203,8 @@ class KconfigTool:
         if not result.ok:
             raise ConfigError(f"building {DUMP_SOURCE.name} against {self.tree}'s Kconfig "
                               f"parser failed (see {self.log})", EXIT_INFRA)
-        scratch.replace(self.binary)
+        boxfiles.rename_within(self.objdir, str(scratch.relative_to(self.objdir)),
+                               str(self.binary.relative_to(self.objdir)), "the Kconfig dumper")
         return self.binary
 
     def open(self) -> "KconfigDB":

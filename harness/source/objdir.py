@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Iterator
 
+from .. import boxfiles
 from ..cache import Cache, digest
 from .tree import SourceTree
 
@@ -45,6 +46,6 @@ def objdir_for(tree: SourceTree, cache: Cache) -> Iterator[Path]:
             shutil.rmtree(objdir)
         objdir.mkdir(parents=True, exist_ok=True)
         # git leaves it alone in the tree (kbuild writes the same file)
-        if not (objdir / ".gitignore").exists():
-            (objdir / ".gitignore").write_text("# the harness's object directory\n*\n")
+        if not boxfiles.is_file(objdir, ".gitignore"):
+            boxfiles.write_in(objdir, ".gitignore", "# the harness's object directory\n*\n")
         yield objdir

@@ -51,7 +51,7 @@ def test_the_first_name_the_tree_defines_is_chosen(tmp_path, defines, chosen):
 def test_the_fragment_merged_names_the_chosen_symbol_and_keeps_the_rest(tmp_path):
     source = fragment(tmp_path)
     requests = effective_requests([source], {"PROC_FS", "SYSCTL", "SYSFS"}.__contains__)
-    written = write_chosen(tmp_path / "chosen.config", source, requests).read_text()
+    written = write_chosen(source, requests)
     assert written == TEXT.replace("CONFIG_PROC_SYSCTL=y", "CONFIG_SYSCTL=y")
 
 
