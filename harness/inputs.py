@@ -11,7 +11,10 @@ a parsed document or a message:
 * `not_option`: a URL, ref or path that would be read as an option by the
   program it is given to;
 * `read_text` / `load_yaml` / `load_json`: size-bounded reads, YAML with a
-  bounded alias expansion and nesting;
+  bounded alias expansion and nesting; `nofollow=True` for a file of a run
+  directory (written by runs whose inputs were hostile): a symbolic link is
+  refused, not followed; `read_tail`: the bounded end of a file that may be
+  huge (a guest's console);
 * `quote`: a value in a message, at most ~200 characters of it;
 * `count` / `number` / `duration` / `arg_type`: argparse types that refuse a
   command-line value at parse time (exit 2, the option and what it allows),
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import errno
 import json
 import os
 import re
@@ -135,31 +139,68 @@ def not_option(value: str, what: str, src: str = "", *,
     return value
 
 
-def read_bytes(path: Path, what: str, *, limit: int = TEXT_LIMIT,
-               error: type[HarnessError] = PlanError, exit_code: int = EXIT_BAD_INPUT) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes. OSError other than
-    'not a regular file' is left to the caller (it knows the file's role)."""
-    path = Path(path)
+def _open_regular(path: Path, what: str, *, nofollow: bool, error: type[HarnessError],
+                  exit_code: int) -> tuple[int, os.stat_result]:
+    """An open descriptor of the regular file `path`, and its stat. A FIFO, a
+    device, a directory (and, `nofollow`, a symbolic link) is refused."""
     # O_NONBLOCK: a FIFO given as a file must not hang the open
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (os.O_NOFOLLOW if nofollow else 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if nofollow and exc.errno == errno.ELOOP:
+            raise error(f"{path}: {what} is a symbolic link, which the harness does not "
+                        "follow here (a run directory's files are the run's own); replace "
+                        "it with the file or remove it", exit_code) from None
+        raise
     info = os.fstat(fd)
     if not stat.S_ISREG(info.st_mode):      # before fdopen, which refuses a directory
         os.close(fd)
         kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
         raise error(f"{path}: {what} is {kind}; give a file", exit_code)
+    return fd, info
+
+
+def read_bytes(path: Path, what: str, *, limit: int = TEXT_LIMIT,
+               error: type[HarnessError] = PlanError, exit_code: int = EXIT_BAD_INPUT,
+               nofollow: bool = False) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes. OSError other than
+    'not a regular file' (or, `nofollow`, 'a symbolic link') is left to the
+    caller (it knows the file's role)."""
+    path = Path(path)
+    fd, info = _open_regular(path, what, nofollow=nofollow, error=error, exit_code=exit_code)
     with os.fdopen(fd, "rb") as f:
-        data = f.read(limit + 1)
-    if len(data) > limit:
+        # st_size first (a sparse file of gigabytes is not read at all), then
+        # the read itself (a file in /proc says 0)
+        data = f.read(limit + 1) if info.st_size <= limit else b""
+    if info.st_size > limit or len(data) > limit:
         raise error(f"{path}: {what} is larger than {_size(limit)} (the limit for it); "
                     "is this the right file?", exit_code)
     return data
 
 
+def read_tail(path: Path, what: str, *, limit: int = TEXT_LIMIT,
+              error: type[HarnessError] = PlanError, exit_code: int = EXIT_BAD_INPUT,
+              nofollow: bool = False) -> tuple[bytes, int]:
+    """The last `limit` bytes of a regular file however large it is (a
+    guest's console), and the file's size then. Refused and left to the
+    caller as read_bytes."""
+    path = Path(path)
+    fd, info = _open_regular(path, what, nofollow=nofollow, error=error, exit_code=exit_code)
+    with os.fdopen(fd, "rb") as f:
+        size = info.st_size
+        f.seek(max(0, size - limit))
+        data = f.read(min(size, limit))
+    return data, size
+
+
 def read_text(path: Path, what: str, *, limit: int = TEXT_LIMIT,
-              error: type[HarnessError] = PlanError, exit_code: int = EXIT_BAD_INPUT) -> str:
+              error: type[HarnessError] = PlanError, exit_code: int = EXIT_BAD_INPUT,
+              nofollow: bool = False) -> str:
     """A size-bounded UTF-8 text file; a binary or non-UTF-8 file is refused
     naming the byte offset."""
-    data = read_bytes(path, what, limit=limit, error=error, exit_code=exit_code)
+    data = read_bytes(path, what, limit=limit, error=error, exit_code=exit_code,
+                      nofollow=nofollow)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -236,20 +277,24 @@ def parse_yaml(text: str, src: str, *, nodes: int = YAML_NODES,
 
 
 def load_yaml(path: Path, what: str, *, limit: int = TEXT_LIMIT,
-              error: type[HarnessError] = PlanError, exit_code: int = EXIT_BAD_INPUT) -> Any:
+              error: type[HarnessError] = PlanError, exit_code: int = EXIT_BAD_INPUT,
+              nofollow: bool = False) -> Any:
     """A size-bounded YAML file (parse_yaml). A missing file is left to the
     caller as FileNotFoundError."""
-    text = read_text(path, what, limit=limit, error=error, exit_code=exit_code)
+    text = read_text(path, what, limit=limit, error=error, exit_code=exit_code,
+                     nofollow=nofollow)
     return parse_yaml(text, str(path), error=error, exit_code=exit_code)
 
 
 def load_json(path: Path, what: str, *, limit: int = JSON_LIMIT, rebuild: str = "",
-              error: type[HarnessError] = PlanError, exit_code: int = EXIT_BAD_INPUT) -> Any:
+              error: type[HarnessError] = PlanError, exit_code: int = EXIT_BAD_INPUT,
+              nofollow: bool = False) -> Any:
     """A size-bounded JSON file; damaged, it is refused naming the file and,
     with `rebuild`, the command that makes it again."""
     hint = f" ({rebuild})" if rebuild else ""
     try:
-        data = read_bytes(path, what, limit=limit, error=error, exit_code=exit_code)
+        data = read_bytes(path, what, limit=limit, error=error, exit_code=exit_code,
+                          nofollow=nofollow)
     except FileNotFoundError:
         raise error(f"{path}: {what} not found{hint}", exit_code) from None
     except OSError as exc:

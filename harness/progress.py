@@ -1,6 +1,9 @@
 """What a run shows while it runs: a line per stage (a spinner on a terminal;
 plain lines in a CI log), a line per patch, per test row and per hang. The
-records themselves are kept by the pipeline; this module only prints."""
+records themselves are kept by the pipeline; this module only prints. What a
+series, a guest or a test wrote (a subject, a test name, a reason) goes
+through safe.shown: no control sequence, cut at inputs.QUOTE characters with
+the length said."""
 from __future__ import annotations
 
 import contextlib
@@ -13,7 +16,7 @@ from rich.status import Status as Spinner
 from rich.table import Table
 
 from .results.model import PatchResult, Status, TestRecord
-from .results.safe import printable
+from .results.safe import printable, shown
 
 # a log that is not a terminal (CI) gets lines this wide, so that tables never
 # cut a test or module name (rich's default is 80 columns)
@@ -21,18 +24,20 @@ LOG_WIDTH = 250
 # seconds between two progress lines of long work in a log (a terminal's bar
 # follows every reading)
 LOG_INTERVAL = 30.0
+# characters of a detail line (a note of a suite, a hang's reason)
+LINE_CHARS = 1000
 
 
 def meter_view(stage: str, text: str, share: float | None) -> Table:
     """A terminal's status line for a reading: the stage, a bar when the part
     done is known, the reading's text."""
-    shown = Table.grid(padding=(0, 1))
+    view = Table.grid(padding=(0, 1))
     if share is None:
-        shown.add_row(f"{stage} ...", printable(text))
+        view.add_row(f"{stage} ...", printable(text))
     else:
-        shown.add_row(stage, ProgressBar(total=1.0, completed=share, width=30),
-                      printable(text))
-    return shown
+        view.add_row(stage, ProgressBar(total=1.0, completed=share, width=30),
+                     printable(text))
+    return view
 
 
 def make_console() -> Console:
@@ -87,7 +92,7 @@ class Progress:
 
     def say(self, text: str) -> None:
         """An indented detail line under the running stage."""
-        self.console.print(f"  {printable(text)}")
+        self.console.print(f"  {shown(text, LINE_CHARS)}")
 
     def patch(self, report: PatchResult) -> None:
         state = "builds" if report.builds else "[bold red]DOES NOT BUILD[/]"
@@ -95,7 +100,7 @@ class Progress:
                  f"{len(report.checkpatch)} checkpatch finding(s)" if report.checkpatch else "",
                  f"{len(report.config_changes)} .config change(s)"
                  if report.config_changes else ""]
-        self.console.print(f"  patch {report.index} {printable(report.subject[:60])}: {state}"
+        self.console.print(f"  patch {report.index} {shown(report.subject, 60)}: {state}"
                            + "".join(f", {e}" for e in extra if e))
 
     def patch_tests(self, report: PatchResult) -> None:
@@ -103,16 +108,16 @@ class Progress:
         t = report.tests
         if t is None:
             return
-        head = f"  patch {report.index} {printable(report.subject[:60])}: "
+        head = f"  patch {report.index} {shown(report.subject, 60)}: "
         if t.action == "skipped":
-            self.console.print(head + f"[yellow]not tested[/] ({printable(t.why)})")
+            self.console.print(head + f"[yellow]not tested[/] ({shown(t.why)})")
             return
         state = "[bold red]FAILS[/]" if t.fails else ("[bold red]NOT TESTED[/]" if t.error
                                                       else "[green]passes[/]")
         extra = [f"{len(t.crashes)} crash(es)" if t.crashes else "",
-                 printable(t.error[:120]) if t.error else ""]
-        self.console.print(head + f"{state} on its own kernel ({t.action}: {printable(t.why)}); "
-                           f"{t.passed} pass, {t.failed} fail, {t.skipped} skip"
+                 shown(t.error, 120) if t.error else ""]
+        self.console.print(head + f"{state} on its own kernel ({shown(t.action)}: "
+                           f"{shown(t.why)}); {t.passed} pass, {t.failed} fail, {t.skipped} skip"
                            + "".join(f", {e}" for e in extra if e) + f" ({t.seconds:.1f} s)")
 
     def for_tests(self) -> TestProgress:
@@ -128,14 +133,14 @@ class TestProgress:
                                force_terminal=console.is_terminal, width=console.width)
 
     def row(self, record: TestRecord) -> None:
-        self.console.print(printable(f"  {record.status:5} {record.suite} {record.name} "
-                                  f"({record.seconds:.1f} s)"))
+        self.console.print(f"  {printable(f'{record.status:5}')} {shown(record.suite)} "
+                           f"{shown(record.name)} ({record.seconds:.1f} s)")
 
     def note(self, text: str) -> None:
         """A progress line of a long suite (pyverbs: batches done / total)."""
-        self.console.print(printable(f"  {text}"))
+        self.console.print(f"  {shown(text, LINE_CHARS)}")
 
     def hang(self, hang) -> None:
-        self.console.print(printable(f"  {hang.node}: hung ({hang.reason}); SysRq task dumps "
-                                  f"taken ({len(hang.dump.splitlines())} console lines), "
-                                  "node killed"))
+        self.console.print(f"  {shown(hang.node)}: hung ({shown(hang.reason, LINE_CHARS)}); "
+                           f"SysRq task dumps taken ({len(hang.dump.splitlines())} console "
+                           "lines), node killed")

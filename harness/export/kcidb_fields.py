@@ -1,7 +1,9 @@
 """What a run's records become in a KCIDB submission's fields (kcidb.py
 builds the objects from them): ids and test paths, statuses, the tree of a
 checkout, times, texts bounded as the schema wants them, and what only the
-run directory knows (the patchset hash, the compiler).
+run directory knows (the patchset hash, the compiler), read back as
+hostile files: regular, bounded, no symbolic link (readback.run_text,
+inputs.read_bytes), ResultsError (exit 2) naming one that is not.
 
 Ids are `<origin>:<kind>-<32 hex digits of sha256>` over what identifies the
 object and nothing else (no clock, no path): exporting a run directory again
@@ -22,9 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import PlanError
+from ..errors import PlanError, ResultsError
+from ..inputs import read_bytes
 from ..results.model import (FAILED, PASSED, CrashRecord, RunResult, StageRecord, Status,
                              TestRecord, Verdict)
+from ..results.readback import run_text
 from ..results.reproducer import series_dirs
 from ..results.verdict import renamed_only
 
@@ -42,6 +46,9 @@ _HEX = re.compile(r"[0-9a-f]{7,40}")
 _SHA1 = re.compile(r"[0-9a-f]{40}")
 _SEGMENT_JUNK = re.compile(r"[^A-Za-z0-9_-]+")
 _CC = re.compile(r'^CONFIG_CC_VERSION_TEXT="(.*)"$', re.M)
+# bytes of one patch file of the bundle (the series reader's own limit)
+PATCH_LIMIT = 64 << 20
+COMPILER_CHARS = 256         # a compiler's version text is a line
 
 
 # --- ids ---------------------------------------------------------------------------
@@ -186,27 +193,39 @@ def is_number(value: Any) -> bool:
 def patchset_hash(run: RunResult, run_dir: Path | None) -> str | None:
     """The schema's patchset hash (sha256 of the patch files' newline-ended
     sha256s, in order) from the run's copies in reproducer/patches; "" with
-    no series; None when the copies are not there to hash."""
+    no series; None when the copies are not there to hash. A bundle that is
+    not the harness's layout (a folder not named <n>-<series>, a FIFO, a
+    symbolic link, a patch over PATCH_LIMIT): ResultsError naming it."""
     if not run.patches:
         return ""
+    folders = series_dirs(run_dir) if run_dir else ()     # ResultsError: not the layout
     try:
-        files = [f for folder in (series_dirs(run_dir) if run_dir else ())
-                 for f in sorted(Path(folder).iterdir()) if f.is_file()]
-        if len(files) != len(run.patches):
-            return None
-        hashes = "".join(hashlib.sha256(f.read_bytes()).hexdigest() + "\n" for f in files)
-    except (OSError, ValueError):        # unreadable, or not the bundle's layout
+        files = [f for folder in folders for f in sorted(Path(folder).iterdir())]
+    except OSError:                      # unreadable: the hash is not known
         return None
+    if len(files) != len(run.patches):
+        return None
+    hashes = ""
+    for f in files:
+        try:
+            data = read_bytes(f, "a patch of the reproducer bundle", limit=PATCH_LIMIT,
+                              error=ResultsError, nofollow=True)
+        except ResultsError as exc:      # a FIFO, a link, a directory, too large
+            raise ResultsError(f"{exc} (remove it, or run again: a run writes its bundle "
+                               "afresh)") from None
+        except OSError:
+            return None
+        hashes += hashlib.sha256(data).hexdigest() + "\n"
     return hashlib.sha256(hashes.encode()).hexdigest()
 
 
 def compiler(run_dir: Path | None) -> str | None:
-    """The .config's CONFIG_CC_VERSION_TEXT (gcc (Debian 14.2.0-19) 14.2.0)."""
-    try:
-        found = run_dir and _CC.search((run_dir / ".config").read_text(errors="replace"))
-    except OSError:
-        return None
-    return found.group(1) if found else None
+    """The .config's CONFIG_CC_VERSION_TEXT (gcc (Debian 14.2.0-19) 14.2.0);
+    None without a .config. One that is no regular file, a symbolic link or
+    too large: ResultsError (exit 2) naming it."""
+    config = run_text(run_dir / ".config", ".config") if run_dir else None
+    found = _CC.search(config) if config else None
+    return text(found.group(1), COMPILER_CHARS) if found else None
 
 
 # --- builds and crashes ------------------------------------------------------------------

@@ -1,18 +1,22 @@
 """A run's results (`RunResult`) as the report shows them (view.RunView):
 the verdict and why, stages, patches, Kconfig misses, tests by suite
 (failures first, known failures apart), crashes, perf (RDMA next to TCP),
-nodes. Every text that came from a guest or a kernel goes through `clean`
-(results/safe.py: no escape sequence, no control byte); the templates
-escape the rest."""
+nodes. Every text that came from a guest, a kernel or a series goes through
+`clean` (results/safe.py: no escape sequence, no control byte, invisible
+format characters shown, nothing XML forbids, bounded) and a name, a
+subject or a title through `name` (cut at inputs.QUOTE characters, the
+length said); the templates escape the rest (render.py also passes every
+value through safe.xml_text)."""
 from __future__ import annotations
 
 import re
 
+from ..inputs import QUOTE
 from ..results.baseline import SUITE as PERF_SUITE
 from ..results.perfstats import direction
 from ..results.model import (FAILED, WARNED, CrashRecord, PatchResult, RunResult, Status,
                              TestRecord, Verdict, first_failure)
-from ..results.safe import strip_controls
+from ..results.safe import clip, strip_controls, xml_text
 from ..results.summary import bisect_line
 from .view import (CrashView, KconfigView, MissView, NodeView, PatchView, PerfRowView,
                    PerfTable, PerfView, RowView, RunView, StageView, SuiteView, Text)
@@ -22,11 +26,17 @@ DETAIL_CHARS = 8000
 CRASH_REASONS = 5            # crash lines in the verdict's reasons (the rest: the crashes)
 
 
-def clean(text: object) -> str:
+def clean(text: object, limit: int = DETAIL_CHARS * 4) -> str:
     """Text from a guest, a kernel or a file, safe to put in a page: no
-    escape sequence or raw control byte, no lone surrogate."""
-    cleaned = strip_controls(str(text or ""))
-    return cleaned.encode("utf-8", "replace").decode("utf-8")
+    escape sequence or raw control byte, no character XML 1.0 forbids (a
+    lone surrogate, U+FFFF), at most `limit` characters (the length said)."""
+    return xml_text(strip_controls(clip(str(text or ""), limit)))
+
+
+def brief(text: object) -> str:
+    """A test or suite name, a node, a patch subject or author: clean, and
+    cut at inputs.QUOTE characters with the length said."""
+    return clean(text, QUOTE)
 
 
 def first_line(text: str, limit: int = 300) -> str:
@@ -47,7 +57,7 @@ def text(raw: str) -> Text:
 
 
 def anchor(run_id: str) -> str:
-    return "run-" + (re.sub(r"[^A-Za-z0-9_.-]", "-", run_id) or "unknown")
+    return "run-" + (re.sub(r"[^A-Za-z0-9_.-]", "-", run_id[:QUOTE]) or "unknown")
 
 
 def number(value: float) -> str:
@@ -66,7 +76,7 @@ def _counting(result: RunResult) -> list[CrashRecord]:
 
 def _patch_name(result: RunResult, index: int | None) -> str:
     patch = next((p for p in result.patches if p.index == index), None)
-    return f'patch {index} "{clean(patch.subject)}"' if patch else f"patch {index}"
+    return f'patch {index} "{brief(patch.subject)}"' if patch else f"patch {index}"
 
 
 def reasons(result: RunResult) -> list[str]:
@@ -79,7 +89,7 @@ def reasons(result: RunResult) -> list[str]:
     failed = [t for t in result.tests if t.status in FAILED]
     first = first_failure(result.tests)
     if first is not None:
-        where = f"{clean(first.suite)} {clean(first.name)} on {clean(first.node)}"
+        where = f"{brief(first.suite)} {brief(first.name)} on {brief(first.node)}"
         message = first_line(first.message)
         out.append(f"{len(failed)} test row(s) failed or errored; first: {where}"
                    + (f": {message}" if message else ""))
@@ -88,10 +98,10 @@ def reasons(result: RunResult) -> list[str]:
     for crash in _counting(result):
         suspect = crash.suspected_patch.patch if crash.suspected_patch else None
         key = (crash.kind, first_line(crash.title), crash.test, crash.stage, suspect)
-        crashed.setdefault(key, []).append(clean(crash.node) or "?")
+        crashed.setdefault(key, []).append(brief(crash.node) or "?")
     for (kind, title, test, stage, suspect), nodes in list(crashed.items())[:CRASH_REASONS]:
         verb = "hung" if kind == "hang" else clean(kind)
-        during = f" during {clean(test)}" if test else f" ({stage})"
+        during = f" during {brief(test)}" if test else f" ({clean(stage)})"
         blamed = f"; suspected: {_patch_name(result, suspect)}" if suspect else ""
         out.append(f"kernel {verb} on {', '.join(nodes)}: {title}{during}{blamed}")
     if len(crashed) > CRASH_REASONS:
@@ -99,10 +109,10 @@ def reasons(result: RunResult) -> list[str]:
     for patch in result.patches:
         if patch.tests is not None and patch.tests.fails and patch is not result.patches[-1]:
             what = (patch.tests.failed_rows or patch.tests.crashes)[0]
-            out.append(f"patch {patch.index} \"{clean(patch.subject)}\" fails on its own "
+            out.append(f"patch {patch.index} \"{brief(patch.subject)}\" fails on its own "
                        f"kernel (--test-each): {clean(what)}")
         if patch.builds is False:
-            out.append(f"patch {patch.index} \"{clean(patch.subject)}\" does not build"
+            out.append(f"patch {patch.index} \"{brief(patch.subject)}\" does not build"
                        + (f": {first_line(patch.errors)}" if patch.errors.strip() else ""))
     if result.perf is not None and result.perf.fails_run:
         out += [first_line(w.message) for w in result.warnings if w.kind == "perf-drop"]
@@ -149,7 +159,7 @@ def _kernel(result: RunResult) -> list[tuple[str, str]]:
 
 
 def _stages(result: RunResult) -> list[StageView]:
-    return [StageView(s.name, s.status, s.seconds, s.cached,
+    return [StageView(brief(s.name), s.status, s.seconds, s.cached,
                       "cached" if s.cached else first_line(s.message, 200))
             for s in result.stages]
 
@@ -164,10 +174,10 @@ def _checkpatch_counts(patch: PatchResult) -> str:
 def _patches(result: RunResult) -> list[PatchView]:
     out = []
     for p in result.patches:
-        blamed = [f"{clean(c.node)}: {first_line(c.title)}" for c in result.crashes
+        blamed = [f"{brief(c.node)}: {first_line(c.title)}" for c in result.crashes
                   if c.suspected_patch and c.suspected_patch.patch == p.index]
         out.append(PatchView(
-            p.index, clean(p.series), clean(p.subject), clean(p.author), p.commit[:12],
+            p.index, brief(p.series), brief(p.subject), brief(p.author), clean(p.commit[:12]),
             p.applied, p.builds, p.build_seconds, clean(p.errors).strip(),
             [clean(w) for w in p.new_warnings], [clean(c) for c in p.checkpatch],
             _checkpatch_counts(p),
@@ -204,7 +214,7 @@ def _kconfig(result: RunResult) -> KconfigView:
 
 
 def _row(test: TestRecord) -> RowView:
-    return RowView(clean(test.name), clean(test.node), clean(test.provider), test.status,
+    return RowView(brief(test.name), brief(test.node), brief(test.provider), test.status,
                    test.seconds, text(test.message), metrics_text(test.metrics), test.retries)
 
 
@@ -217,7 +227,7 @@ def suites(tests: list[TestRecord]) -> list[SuiteView]:
     for suite, rows in grouped.items():
         counts = [(s, n) for s in Status if (n := sum(t.status == s for t in rows))]
         # failures first, then what passed with a warning (flaky, xpass: worth a look)
-        out.append(SuiteView(clean(suite), counts, _pick(rows, *FAILED), _pick(rows, *WARNED),
+        out.append(SuiteView(brief(suite), counts, _pick(rows, *FAILED), _pick(rows, *WARNED),
                              _pick(rows, Status.XFAIL), _pick(rows, Status.PASS),
                              _pick(rows, Status.SKIP)))
     return sorted(out, key=lambda s: not s.failing)
@@ -238,7 +248,7 @@ def _crashes(result: RunResult) -> list[CrashView]:
             suspected = ("one of patches " + ", ".join(map(str, suspect.candidates))
                          + f" (by {suspect.how})")
         out.append(CrashView(
-            clean(c.kind), first_line(c.title), clean(c.node), clean(c.test), c.stage,
+            brief(c.kind), first_line(c.title), brief(c.node), brief(c.test), clean(c.stage),
             clean(c.location), text(c.excerpt), c.counts, clean(c.waived),
             bool(c.infrastructure), c.count, suspected,
             clean(suspect.evidence) if suspect else ""))
@@ -287,8 +297,8 @@ def _perf_row(t: TestRecord, columns: list[str], drops: dict[str, list[str]],
             shown += f" ({number(low)}–{number(high)})"
         values.append(shown)
     flagged = drops.get(t.name, []) if t.suite == PERF_SUITE else []
-    return PerfRowView(_transport(t), clean(t.suite), clean(t.name), clean(t.provider),
-                       clean(t.node), t.status, values, flagged,
+    return PerfRowView(_transport(t), brief(t.suite), brief(t.name), brief(t.provider),
+                       brief(t.node), t.status, values, flagged,
                        _versus(t, _kind(t.metrics), tcp))
 
 
@@ -334,8 +344,8 @@ def perf(result: RunResult) -> PerfView | None:
 
 
 def _nodes(result: RunResult) -> list[NodeView]:
-    return [NodeView(clean(n.name), n.backend, clean(n.host) or "this machine", n.l2_ip,
-                     n.boot_seconds, clean(n.uri)) for n in result.nodes]
+    return [NodeView(brief(n.name), clean(n.backend), brief(n.host) or "this machine",
+                     clean(n.l2_ip), n.boot_seconds, clean(n.uri)) for n in result.nodes]
 
 
 def _expectations(result: RunResult) -> list[str]:
@@ -348,7 +358,7 @@ def _expectations(result: RunResult) -> list[str]:
 def run_view(result: RunResult) -> RunView:
     """Everything but the trend over the history (trends.py) and the plots."""
     return RunView(
-        run_id=clean(result.run_id), anchor=anchor(result.run_id), plan=clean(result.plan),
+        run_id=brief(result.run_id), anchor=anchor(result.run_id), plan=brief(result.plan),
         verdict=result.verdict, exit_code=result.exit_code, error=clean(result.error or ""),
         reasons=reasons(result), notes=notes(result), started=clean(result.started),
         finished=clean(result.finished), kernel=_kernel(result), stages=_stages(result),

@@ -1,8 +1,9 @@
 """What changed between two runs: rows that started or stopped failing, crash
 signatures that came or went, perf drops, .config symbols, and the kernel and
 series each run tested. Pure: both runs come in as `RunResult`s, only the two
-optional .config paths are read; `harness compare` (compare_cli.py) picks the
-runs and prints.
+optional .config paths are read (readback.run_text: a regular file, bounded,
+no symbolic link; ResultsError, exit 2, naming it otherwise); `harness
+compare` (compare_cli.py) picks the runs and prints.
 
 Rows are matched on (suite, name, provider, node), so one test on rxe and on
 siw, or on node1 and node2, are separate rows that can each break alone. Perf
@@ -20,6 +21,7 @@ from .perfstats import DEFAULT_ALPHA
 from .history import RowKey
 from .model import (FAILED, PASSED, ConfigChange, CrashRecord, RunResult, Status, TestRecord,
                     Verdict, WarningRecord)
+from .readback import run_text
 
 KERNEL_FIELDS = ("source", "commit", "diff_hash", "version", "release", "series_top",
                  "accel")
@@ -167,8 +169,7 @@ def _crashes(run: RunResult) -> dict[str, CrashChange]:
 def _kconfig(current: RunResult, base: RunResult, current_config: Path | None,
              baseline_config: Path | None) -> tuple[list[ConfigChange], str]:
     if current_config and baseline_config:
-        changes = dotconfig.diff(dotconfig.read_config(baseline_config),
-                                 dotconfig.read_config(current_config))
+        changes = dotconfig.diff(read_config(baseline_config), read_config(current_config))
         return [ConfigChange(*c) for c in changes], ".config"
     # without both .config files only what the fragments asked for is known;
     # a symbol one run did not request has no value to compare
@@ -176,6 +177,12 @@ def _kconfig(current: RunResult, base: RunResult, current_config: Path | None,
     got_before = {r.symbol: r.got for r in base.kconfig.requested or []}
     return [ConfigChange(s, got_before[s], got_now[s]) for s in sorted(got_now)
             if s in got_before and got_before[s] != got_now[s]], "requested"
+
+
+def read_config(path: Path) -> dict[str, str]:
+    """The values a run directory's .config sets (bounded, regular, no link:
+    ResultsError naming it otherwise; none when it is gone)."""
+    return dotconfig.parse_config(run_text(path, Path(path).name) or "")
 
 
 def _kernel(current: RunResult, base: RunResult) -> list[FieldChange]:

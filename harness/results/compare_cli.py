@@ -1,11 +1,15 @@
 """`harness compare`: which two runs to compare, and the comparison as tables
 or JSON. The comparison itself is compare.py's; this module finds runs on disk
-and prints."""
+and prints. A run directory's .config that is there but no regular file (a
+FIFO, a link to /dev/zero, a sparse file of gigabytes) is refused naming it
+(exit 2), never skipped; every value printed is cut at inputs.QUOTE
+characters (safe.shown)."""
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass
 import json
+import os
 from pathlib import Path
 from typing import Callable, TypeVar
 
@@ -13,14 +17,14 @@ from rich.console import Console
 from rich.table import Table
 
 from ..errors import EXIT_FAIL, EXIT_PASS, HarnessError, PlanError
-from ..inputs import number
+from ..inputs import number, quote
 from ..inputs import runs_dir as default_runs_dir
 from . import history, history_db
 from .baseline import DEFAULT_THRESHOLD_PERCENT
 from .codec import to_plain
 from .compare import Comparison, RowChange, compare
 from .model import RunResult, load_run, read_runs, run_order
-from .safe import printable
+from .safe import clip, printable, shown
 
 
 LIST_LIMIT = 25          # rows per long table (appeared, disappeared, kconfig); --json has all
@@ -56,11 +60,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 def compare_command(args: argparse.Namespace, console: Console) -> int:
     try:
         current_dir, current, base_dir, base, flaky = _select(args)
+        # the .config files are read here: one that cannot be is bad input too
+        result = compare(current, base, flaky=flaky, threshold_percent=args.threshold,
+                         current_config=_config(current_dir),
+                         baseline_config=_config(base_dir))
     except HarnessError as exc:       # bad input, or an unreadable history
         console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code
-    result = compare(current, base, flaky=flaky, threshold_percent=args.threshold,
-                     current_config=_config(current_dir), baseline_config=_config(base_dir))
     if args.json:
         print(json.dumps(to_plain(result), indent=1))
     else:
@@ -76,7 +82,8 @@ def _resolve(ref: str, runs_dir: Path) -> Path:
     for candidate in (runs_dir / ref, Path(ref)):
         if candidate.is_dir():
             return candidate
-    raise PlanError(f"unknown run {ref!r}: neither a run id in {runs_dir} nor a directory")
+    raise PlanError(f"unknown run {quote(ref)}: neither a run id in {runs_dir} nor a "
+                    "directory")
 
 
 @dataclass(frozen=True)
@@ -135,23 +142,25 @@ def _select(args: argparse.Namespace
                    if c.plan == current.plan and c.origin == current.kernel.source
                    and c.run_dir.name != current.run_id and c.order < run_order(current)]
         if not earlier:
-            origin = current.kernel.source or "an unknown tree"
+            origin = clip(current.kernel.source or "an unknown tree")
             raise PlanError(
-                f"no earlier run of plan {current.plan!r} from {origin} in {runs_dir} to "
-                f"compare {current.run_id} with (name one with --against)")
+                f"no earlier run of plan {quote(current.plan)} from {origin} in {runs_dir} to "
+                f"compare {clip(current.run_id)} with (name one with --against)")
         base_dir = max(earlier, key=lambda c: c.order).run_dir
         base = load_run(base_dir)
     if base_dir.resolve() == current_dir.resolve() or base.run_id == current.run_id:
-        raise PlanError(f"run {current.run_id} compared with itself (give another "
+        raise PlanError(f"run {clip(current.run_id)} compared with itself (give another "
                         "--against)")
     flaky = history.flaky_rows(args.history or runs_dir / history.DEFAULT_NAME)
     return current_dir, current, base_dir, base, flaky
 
 
 def _config(run_dir: Path) -> Path | None:
-    # `config` is the kconfig stage's copy, left when the build did not finish
+    # `config` is the kconfig stage's copy, left when the build did not finish.
+    # lexists, not is_file: a FIFO or a symbolic link there is named and
+    # refused when read (compare.read_config), not passed over in silence
     for name in (".config", "config"):
-        if (run_dir / name).is_file():
+        if os.path.lexists(run_dir / name):
             return run_dir / name
     return None
 
@@ -182,8 +191,8 @@ def _rows(title: str, rows: list[RowChange], console: Console, limit: bool = Fal
 
     def add(r: RowChange) -> None:
         status = f"{r.before or '-'} -> {r.now or '-'}"
-        table.add_row(printable(r.suite), printable(r.name), printable(r.provider),
-                      printable(r.node), printable(status), printable(r.message[:160]))
+        table.add_row(shown(r.suite), shown(r.name), shown(r.provider),
+                      shown(r.node), printable(status), shown(r.message[:160]))
     if limit:
         _limited(rows, console, table, add)
     else:
@@ -193,9 +202,9 @@ def _rows(title: str, rows: list[RowChange], console: Console, limit: bool = Fal
 
 
 def print_comparison(c: Comparison, console: Console) -> None:
-    console.print(f"[bold]compare[/] {printable(c.current)} (plan {printable(c.plan)}, "
-                  f"{printable(c.verdict_now)}) [bold]against[/] {printable(c.baseline)} (plan "
-                  f"{printable(c.baseline_plan)}, {printable(c.verdict_before)})", soft_wrap=True)
+    console.print(f"[bold]compare[/] {shown(c.current)} (plan {shown(c.plan)}, "
+                  f"{shown(c.verdict_now)}) [bold]against[/] {shown(c.baseline)} (plan "
+                  f"{shown(c.baseline_plan)}, {shown(c.verdict_before)})", soft_wrap=True)
     _rows("[bold red]new failures[/]", c.new_failures, console)
     _rows("flaky rows: new failures of known flaky rows, rows flaky in this run "
           "(not counted)", c.flaky, console)
@@ -208,16 +217,16 @@ def print_comparison(c: Comparison, console: Console) -> None:
             note = (f"waived: {x.waived}" if x.waived else
                     "infrastructure" if x.infrastructure else "")
             style = "bold red" if what == "new" and x.counts else "green" if what != "new" else ""
-            table.add_row(f"[{style}]{what}[/]" if style else what, printable(x.kind),
-                          printable(x.title), printable(x.signature), printable(", ".join(x.nodes)),
-                          printable(", ".join(x.tests)), printable(note))
+            table.add_row(f"[{style}]{what}[/]" if style else what, shown(x.kind),
+                          shown(x.title), shown(x.signature), shown(", ".join(x.nodes)),
+                          shown(", ".join(x.tests)), shown(note))
         console.print(table)
     if c.perf_drops:
         table = _table(f"[bold red]perf worse than {c.threshold_percent:g}%[/] "
                        f"({len(c.perf_drops)} of {c.perf_compared} metrics)",
                        "test", "metric", "baseline", "now", "change")
         for w in c.perf_drops:
-            table.add_row(printable(w.test or ""), printable(w.metric or ""), f"{w.baseline:g}",
+            table.add_row(shown(w.test or ""), shown(w.metric or ""), f"{w.baseline:g}",
                           f"{w.value:g}", f"{w.change_percent:+.1f}%")
         console.print(table)
     _rows("appeared", c.appeared, console, limit=True)
@@ -227,20 +236,20 @@ def print_comparison(c: Comparison, console: Console) -> None:
         table = _table(f"kconfig ({len(c.kconfig)} symbol(s), from {c.kconfig_from})",
                        "symbol", "baseline", "now")
         _limited(c.kconfig, console, table, lambda k: table.add_row(
-            printable(f"CONFIG_{k.symbol}"), printable(k.old), printable(k.new)))
+            shown(f"CONFIG_{k.symbol}"), shown(k.old), shown(k.new)))
     if c.kernel:
         table = _table("kernel", "", "baseline", "now")
         for k in c.kernel:
-            table.add_row(k.field, printable(k.before), printable(k.now))
+            table.add_row(k.field, shown(k.before), shown(k.now))
         console.print(table)
     if c.series:
         table = _table("series", "series", "patch", "change", "baseline", "now")
         for p in c.series:
-            table.add_row(printable(p.series), printable(p.subject), p.change, p.before[:12],
-                          p.now[:12])
+            table.add_row(shown(p.series), shown(p.subject), p.change, printable(p.before[:12]),
+                          printable(p.now[:12]))
         console.print(table)
     if c.regressed:
-        console.print(f"[bold red]regressed:[/] {printable('; '.join(c.reasons))}")
+        console.print(f"[bold red]regressed:[/] {shown('; '.join(c.reasons), 1000)}")
     else:
         console.print(f"[green]no regressions[/] ({len(c.fixed)} fixed, "
                       f"{len(c.flaky)} flaky, {len(c.appeared)} appeared, "

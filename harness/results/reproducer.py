@@ -22,7 +22,7 @@ from typing import Protocol, Sequence
 
 from .. import proc
 from ..cache import write_atomic
-from ..errors import ProcError
+from ..errors import ProcError, ResultsError
 from ..inputs import check_name
 from .model import RunResult
 
@@ -44,6 +44,9 @@ class SeriesSpec(Protocol):
     def patches(self) -> Sequence[_Patch]: ...
 
 _NUMBERED = re.compile(r"^\d{4}-")      # git format-patch's own number
+# a series folder of the bundle: its position, then the series' name (inputs.check_name)
+_FOLDER = re.compile(r"([0-9]{1,6})-([A-Za-z0-9_][A-Za-z0-9._+-]*)")
+_AGAIN = " (or run again: a run writes its bundle afresh)"
 DIRECTORY = "reproducer"
 PATCHES = "patches"
 
@@ -67,11 +70,37 @@ def numbered(index: int, patch: Path) -> str:
 
 
 def series_dirs(run_dir: Path) -> tuple[str, ...]:
-    top = run_dir / DIRECTORY / PATCHES
+    """The bundle's series folders (reproducer/patches/<n>-<series>), in the
+    order they were applied; () when there is no bundle. A run directory is
+    the hostile runs' work: an entry that is not such a folder (another name,
+    a file, a symbolic link out of the directory) is refused, ResultsError
+    (exit 2) naming it."""
+    top = Path(run_dir) / DIRECTORY / PATCHES
+    for part in (top.parent, top):
+        if part.is_symlink():
+            raise ResultsError(f"{part}: a symbolic link in the reproducer bundle, which the "
+                               "harness does not follow (it wrote a directory there); remove "
+                               f"it{_AGAIN}")
     if not top.is_dir():
         return ()
-    folders = sorted(top.iterdir(), key=lambda p: int(p.name.split("-", 1)[0]))
-    return tuple(str(p) for p in folders)
+    try:
+        entries = list(top.iterdir())
+    except OSError as exc:
+        raise ResultsError(f"{top}: cannot read the reproducer bundle: "
+                           f"{exc.strerror or exc}") from None
+    folders = []
+    for path in entries:
+        match = _FOLDER.fullmatch(path.name)
+        if match is None:
+            raise ResultsError(f"{path}: not a series folder of the reproducer bundle (they "
+                               "are named <n>-<series>, n the position the series was applied "
+                               f"at, e.g. 1-demo-rxe-counters); remove it{_AGAIN}")
+        if path.is_symlink() or not path.is_dir():
+            kind = "a symbolic link" if path.is_symlink() else "not a directory"
+            raise ResultsError(f"{path}: the reproducer bundle's series folder is {kind}; "
+                               f"remove it{_AGAIN}")
+        folders.append((int(match[1]), path.name, path))
+    return tuple(str(path) for _, _, path in sorted(folders))
 
 
 def version() -> str:

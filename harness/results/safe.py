@@ -14,8 +14,24 @@ output is a terminal or a pipe (a CI log is viewed in a terminal later):
   (ESC becomes "␛", BEL "␇", a lone carriage return "␍", DEL "␡"), C1
   characters (U+0080..U+009F, no picture exists) by the text "\\x9b" etc.;
   a CR LF line ending is kept as a plain newline;
+* invisible format characters are shown by their code point, "<U+202E>":
+  the bidirectional controls (U+061C, U+200E, U+200F, U+202A..U+202E,
+  U+2066..U+2069), which reorder what a terminal shows ("test_ok<U+202E>"
+  could read as a different name), the zero-width and invisible ones
+  (U+200B, U+2060..U+2064, U+206A..U+206F, U+FEFF, U+FFF9..U+FFFB, the tag
+  characters U+E0000..U+E007F), and what no UTF-8 output can carry or
+  XML allows (U+FFFE, U+FFFF, a lone surrogate); U+200C and U+200D stay
+  (scripts and emoji need them);
 * the result is passed through rich's markup escape, so "[bold]" in a guest
   message is printed as written.
+
+`clip` cuts a value (a test name, a patch subject, a crash title) to
+inputs.QUOTE characters with its length said, `shown` is clip then
+printable: a summary line or a message holds at most that much of one
+value. `xml_text` is the one function for text going into XML or HTML
+(junit.xml, report.html): escape sequences removed, every character XML 1.0
+forbids (C0 controls but tab, newline and CR; U+FFFE, U+FFFF; a lone
+surrogate) replaced by U+FFFD.
 
 `Stripper` does the same to a byte stream read in pieces (`harness console`
 following a console file): a UTF-8 character or an escape sequence split
@@ -28,6 +44,8 @@ import codecs
 import re
 
 from rich.markup import escape
+
+from ..inputs import QUOTE
 
 # string sequences: OSC ]  DCS P  SOS X  PM ^  APC _ (7-bit), or their 8-bit
 # introducers; the body ends at BEL or ST (ESC \ or 0x9C). An unterminated
@@ -42,7 +60,12 @@ _SEQUENCE = re.compile(f"{_STRING}|{_CSI}|{_OTHER_ESC}")
 _PARTIAL = re.compile(r"(?:(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*\x1b?"
                       r"|(?:\x1b\[|\x9b)[0-?]*[ -/]*|\x1b[ -/]*)\Z")
 _INTRODUCER = re.compile(r"[\x1b\x90\x98\x9b\x9d\x9e\x9f]")
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# invisible format characters worth flagging (see the module's doc)
+FORMAT_CHARACTERS = ("\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f"
+                     "\ufeff\ufff9-\ufffb\ufffe\uffff\ud800-\udfff\U000e0000-\U000e007f")
+_SHOWN = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{FORMAT_CHARACTERS}]")
+# what XML 1.0 cannot carry at all (its Char production)
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 
 
 def _placeholder(match: re.Match[str]) -> str:
@@ -51,14 +74,38 @@ def _placeholder(match: re.Match[str]) -> str:
         return chr(0x2400 + code)
     if code == 0x7F:
         return "\u2421"
-    return f"\\x{code:02x}"
+    if code <= 0x9F:
+        return f"\\x{code:02x}"
+    return f"<U+{code:04X}>"
 
 
 def strip_controls(text: str) -> str:
-    """`text` without escape sequences or raw control characters (no markup
-    escaping: for output that is not rich markup)."""
+    """`text` without escape sequences or raw control characters, invisible
+    format characters shown as "<U+XXXX>" (no markup escaping: for output
+    that is not rich markup)."""
     text = _SEQUENCE.sub("", str(text)).replace("\r\n", "\n")
-    return _CONTROL.sub(_placeholder, text)
+    return _SHOWN.sub(_placeholder, text)
+
+
+def clip(text: str, limit: int = QUOTE) -> str:
+    """`text` cut to `limit` characters, the length said: a value in a
+    message or a summary line (a 2 MiB patch subject is no line)."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text)} characters)"
+
+
+def shown(text: str, limit: int = QUOTE) -> str:
+    """One value for rich's console.print: clip, then printable."""
+    return printable(clip(text, limit))
+
+
+def xml_text(text: str) -> str:
+    """`text` that XML 1.0 (junit.xml, report.html: a polyglot page) can
+    carry: escape sequences removed, a forbidden character replaced by
+    U+FFFD. Markup characters (<, &) are left to the writer's escaping."""
+    return _NOT_XML.sub("\ufffd", _SEQUENCE.sub("", str(text)))
 
 
 def printable(text: str) -> str:

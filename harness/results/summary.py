@@ -1,5 +1,8 @@
 """The summary a developer reads at the end of a run (rich tables; plain text
-when the output is not a terminal, e.g. in CI logs)."""
+when the output is not a terminal, e.g. in CI logs). Every value in it (a
+test name, a patch subject, a crash title, a message) goes through
+safe.shown: no control sequence, cut at inputs.QUOTE characters with the
+length said; whole lines (a warning, the run's error) at MESSAGE_CHARS."""
 from __future__ import annotations
 
 from rich.console import Console
@@ -7,12 +10,14 @@ from rich.table import Table
 
 from .model import FAILED, WARNED, BisectResult, RunResult, Status
 from .model_series import PatchTests
-from .safe import printable
+from .safe import printable, shown
 
 # a status's (or a verdict's: the same words) style; the run's counts line in this order
 _STYLE = {Status.PASS: "green", Status.FAIL: "bold red", Status.ERROR: "bold red",
           Status.SKIP: "yellow", Status.XFAIL: "yellow", Status.XPASS: "yellow",
           Status.FLAKY: "yellow"}
+# characters of a whole message line (the run's error, a warning, a note)
+MESSAGE_CHARS = 1000
 
 
 def _metrics(metrics: dict[str, float]) -> str:
@@ -25,43 +30,44 @@ def print_summary(result: RunResult, console: Console, run_dir: str) -> None:
         stages.add_column(column)
     for s in result.stages:
         note = "cached" if s.cached else (s.message.splitlines()[0][:90] if s.message else "")
-        stages.add_row(s.name, f"[{_STYLE.get(s.status, '')}]{s.status}", f"{s.seconds:.1f}",
-                       printable(note))
+        stages.add_row(shown(s.name), f"[{_STYLE.get(s.status, '')}]{printable(s.status)}",
+                       f"{s.seconds:.1f}", shown(note))
     console.print(stages)
     _print_series(result, console)
     if result.tests:
         _print_tests(result, console)
     for crash in result.crashes:
         where = f" during {crash.test}" if crash.test else ""
-        label = (f"[yellow]waived crash[/] ({printable(crash.waived)})"
+        label = (f"[yellow]waived crash[/] ({shown(crash.waived)})"
                  if crash.waived else "[bold red]crash[/]")
         times = (f" ({crash.count} times, console lines {crash.line}-{crash.last_line})"
                  if crash.count else "")
-        console.print(f"{label} {printable(crash.node)}: {printable(crash.title)}"
-                      f"{printable(where)}{times}", soft_wrap=True)
+        console.print(f"{label} {shown(crash.node)}: {shown(crash.title)}"
+                      f"{shown(where)}{times}", soft_wrap=True)
         if crash.suspected_patch:
-            console.print(f"  suspected: {printable(crash.suspected_patch.evidence)}",
+            console.print(f"  suspected: {shown(crash.suspected_patch.evidence, MESSAGE_CHARS)}",
                           soft_wrap=True)
     _print_perf(result, console)
     for lifted in result.expectations.lifted if result.expectations else ():
-        console.print(f"known failure no longer expected: {printable(lifted.suite)} "
-                      f"{printable(lifted.test)} on {printable(lifted.provider)} "
-                      f"({printable(lifted.lifted or '')})", soft_wrap=True)
+        console.print(f"known failure no longer expected: {shown(lifted.suite)} "
+                      f"{shown(lifted.test)} on {shown(lifted.provider)} "
+                      f"({shown(lifted.lifted or '')})", soft_wrap=True)
     failing = bool(result.perf and result.perf.fails_run)
     for warning in result.warnings:      # perf drops, unexpected passes, flaky rows
         label = ("[bold red]perf regression[/]" if failing and warning.kind == "perf-drop"
                  else "[yellow]warning[/]")
-        console.print(f"{label} {printable(warning.message)}", soft_wrap=True)
+        console.print(f"{label} {shown(warning.message, MESSAGE_CHARS)}", soft_wrap=True)
     counts = {s: sum(1 for t in result.tests if t.status == s) for s in _STYLE}
     kernel = result.kernel
     console.print(
-        f"kernel {printable(kernel.release or '?')} ({printable(kernel.source or '?')}), "
-        f"accel {printable(kernel.accel or '?')}; tests: "
+        f"kernel {shown(kernel.release or '?')} ({shown(kernel.source or '?')}), "
+        f"accel {shown(kernel.accel or '?')}; tests: "
         + ", ".join(f"{n} {s}" for s, n in counts.items() if n))
     if result.error:
-        console.print(f"[bold red]error:[/] {printable(result.error)}")
+        console.print(f"[bold red]error:[/] {shown(result.error, MESSAGE_CHARS)}")
     if result.bisect is not None:
-        console.print(printable(bisect_line(result.bisect, len(result.patches))), soft_wrap=True)
+        console.print(shown(bisect_line(result.bisect, len(result.patches)), MESSAGE_CHARS),
+                      soft_wrap=True)
     style = _STYLE.get(Status(result.verdict), "")
     console.print(f"verdict: [{style}]{result.verdict}[/] (exit {result.exit_code}); "
                   f"run directory: {printable(run_dir)}")
@@ -77,36 +83,36 @@ _MESSAGE_FIRST = FAILED | {Status.FLAKY}
 
 
 def _print_tests(result: RunResult, console: Console) -> None:
-    shown = result.tests
+    listed = result.tests
     title = "tests"
-    if len(shown) > FULL_TABLE_ROWS:
-        shown = [t for t in result.tests if t.status in _ATTENTION]
-        title = (f"tests: the {len(shown)} of {len(result.tests)} rows that failed, errored, "
+    if len(listed) > FULL_TABLE_ROWS:
+        listed = [t for t in result.tests if t.status in _ATTENTION]
+        title = (f"tests: the {len(listed)} of {len(result.tests)} rows that failed, errored, "
                  "passed unexpectedly or were flaky (all rows: results.json, junit.xml)")
-    if shown:
+    if listed:
         tests = Table(title=title, show_edge=False)
         for column in ("suite", "test", "node", "status", "seconds", "metrics / message"):
             tests.add_column(column)
-        for t in shown:
+        for t in listed:
             message = t.message.splitlines()[0][:160] if t.message else ""
             detail = (message or _metrics(t.metrics)) if t.status in _MESSAGE_FIRST \
                 else (_metrics(t.metrics) or message)
-            tests.add_row(printable(t.suite), printable(t.name), printable(t.node),
+            tests.add_row(shown(t.suite), shown(t.name), shown(t.node),
                           f"[{_STYLE.get(t.status, '')}]{t.status}", f"{t.seconds:.1f}",
-                          printable(detail))
+                          shown(detail))
         console.print(tests)
     else:
         console.print(title.split(":")[0] + ": no row failed, errored, passed unexpectedly "
                       "or was flaky")
     names = list(dict.fromkeys(t.suite for t in result.tests))
-    if len(names) == 1 and shown is result.tests:
+    if len(names) == 1 and listed is result.tests:
         return           # the table above says it all
     suites = Table(title="rows per suite", show_edge=False)
     for column in ("suite", *Status):
         suites.add_column(column)
     for suite in names:
         rows = [t for t in result.tests if t.suite == suite]
-        suites.add_row(printable(suite), *(
+        suites.add_row(shown(suite), *(
             f"[{_STYLE.get(s, '')}]{n}" if (n := sum(t.status == s for t in rows)) else ""
             for s in Status))
     console.print(suites)
@@ -133,7 +139,7 @@ def _print_series(result: RunResult, console: Console) -> None:
         count = len(p.new_warnings)
         warn = f"[bold red]{count}" if count else ("0" if p.builds is not None else "-")
         subject = f"{name}: {p.subject}" if several else p.subject
-        table.add_row(str(p.index), printable(subject), builds, warn, printable(check),
+        table.add_row(str(p.index), shown(subject), builds, warn, printable(check),
                       str(len(p.config_changes)) if p.builds is not None else "-",
                       *((cell_of_tests(p.tests),) if tested else ()))
         if p.tests is not None:
@@ -151,7 +157,7 @@ def _print_series(result: RunResult, console: Console) -> None:
                          + p.errors.strip().splitlines()[0][:150])
     console.print(table)
     for note in notes:
-        console.print(printable(note), soft_wrap=True)
+        console.print(shown(note, MESSAGE_CHARS), soft_wrap=True)
 
 
 def cell_of_tests(tests: PatchTests | None) -> str:
@@ -160,7 +166,7 @@ def cell_of_tests(tests: PatchTests | None) -> str:
     if tests is None:
         return "-"
     if tests.action == "skipped":
-        return f"[yellow]skipped[/] ({printable(tests.why[:40])})"
+        return f"[yellow]skipped[/] ({shown(tests.why, 40)})"
     counts = f"{tests.passed} pass" + (f", {tests.failed} fail" if tests.failed else "")
     if tests.crashes:
         counts += f", {len(tests.crashes)} crash"
@@ -180,12 +186,12 @@ def _print_perf(result: RunResult, console: Console) -> None:
                            f"chance of at most {perf.false_alarm_bound:g}"
                            if perf.false_alarm_bound is not None and perf.alpha else
                            " (one boot on a side: no stated chance of a false alarm)")
-            console.print(f"perf baseline: {printable(perf.baseline_run)} "
-                          f"({perf.chosen_by or ''}; {perf.compared or 0} metrics "
+            console.print(f"perf baseline: {shown(perf.baseline_run)} "
+                          f"({shown(perf.chosen_by or '')}; {perf.compared or 0} metrics "
                           f"compared{stated}, threshold {perf.threshold_percent:g}%, "
                           f"{perf.flagged or 0} flagged)", soft_wrap=True)
         else:
-            console.print(f"perf baseline: none ({printable(perf.note or '')})",
+            console.print(f"perf baseline: none ({shown(perf.note or '', MESSAGE_CHARS)})",
                           soft_wrap=True)
 
 
