@@ -3,7 +3,8 @@
 argv lists only (never a shell with user strings), a timeout, the whole
 process group killed on timeout or interrupt, output to a log file when asked,
 an environment built from an allowlist (child_env), never a copy of the
-harness's own.
+harness's own; git with its repository's hooks and command-running
+configuration turned off (gitsafe: every `git` argv, scanned here).
 """
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Iterable, Mapping, Sequence
 
+from . import gitsafe
 from . import sandbox as _sandbox
-from .errors import EXIT_INFRA, ProcError
+from .errors import EXIT_BAD_INPUT, EXIT_INFRA, ProcError
 from .sandbox import Box
 
 
@@ -170,6 +172,15 @@ def run(argv: Sequence[str | os.PathLike], *, timeout: float | None = None,
     environment = child_env(env, also)
     shown = args
     try:
+        if gitsafe.is_git(args):
+            hardened = _git_env(args, cwd, environment, timeout, error)
+            if isinstance(hardened, Completed):
+                if logf:
+                    logf.write((hardened.stderr + "\n").encode())
+                    logf.close()
+                    logf = None
+                return _checked(hardened, check, log, error)
+            environment = hardened
         if box is not None:
             _sandbox.prepare(box)
             args, environment = _sandbox.argv(box, args, cwd), _sandbox.env(box, environment)
@@ -204,11 +215,55 @@ def run(argv: Sequence[str | os.PathLike], *, timeout: float | None = None,
                        (stdout or b"").decode(errors="replace"),
                        (stderr or b"").decode(errors="replace"),
                        time.monotonic() - start, stdout or b"")
+    return _checked(result, check, log, error)
+
+
+def _checked(result: Completed, check: bool, log: Path | None,
+             error: type[Exception]) -> Completed:
     if check and not result.ok:
         where = f" (log: {log})" if log else ""
-        raise error(f"{' '.join(shown[:4])} failed with exit code "
+        raise error(f"{' '.join(result.argv[:4])} failed with exit code "
                     f"{result.returncode}{where}\n{result.tail()}", 3)
     return result
+
+
+# the scan of a repository's configuration reads files: seconds at most
+SCAN_TIMEOUT = 60.0
+
+
+def _git_env(args: list[str], cwd: str | os.PathLike | None, environment: dict[str, str],
+             timeout: float | None, error: type[Exception]) -> dict[str, str] | Completed:
+    """The environment of the git command `args` (gitsafe.harden): its
+    repository's configuration scanned first, in the same directory and
+    environment. When git cannot list that configuration (a broken file), the
+    command is not run: its failure is the scan's."""
+    scan = gitsafe.scan_argv(args)
+    start = time.monotonic()
+    try:
+        # no preexec_fn: Python then starts it with vfork (about 1 ms less)
+        done = subprocess.run(scan, cwd=cwd, env=environment, capture_output=True,
+                              stdin=subprocess.DEVNULL,
+                              timeout=min(timeout or SCAN_TIMEOUT, SCAN_TIMEOUT))
+    except OSError:
+        # no git, or no such directory: the command itself fails the same way
+        return gitsafe.harden(environment, ())
+    except subprocess.TimeoutExpired as exc:
+        raise error(f"{' '.join(scan)} in {cwd or os.getcwd()} timed out: git could not read "
+                    "the repository's configuration", EXIT_INFRA) from exc
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip()
+        return Completed(tuple(args), done.returncode, "",
+                         f"{said}\n(harness: git not run: `git config --list` could not "
+                         "read the repository's configuration)",
+                         time.monotonic() - start)
+    scanned = gitsafe.parse_scan(done.stdout)
+    pairs = gitsafe.overrides(scanned)
+    if len(pairs) > gitsafe.MOST:
+        raise error(f"{cwd or os.getcwd()}: the git repository's configuration sets "
+                    f"{len(pairs)} filter, diff, merge or command keys, more than the "
+                    f"{gitsafe.MOST} the harness turns off; remove them (git config "
+                    "--list --show-origin shows where they are)", EXIT_BAD_INPUT)
+    return gitsafe.harden(environment, scanned)
 
 
 def _parent_death_signal(sig: int) -> None:
@@ -240,6 +295,11 @@ def _start(argv: Sequence[str | os.PathLike], log: Path, cwd, env,
     args = [str(a) for a in argv]
     log.parent.mkdir(parents=True, exist_ok=True)
     environment = child_env(env)
+    if gitsafe.is_git(args):
+        hardened = _git_env(args, cwd, environment, None, ProcError)
+        if isinstance(hardened, Completed):
+            raise ProcError(f"{' '.join(args[:3])}: {hardened.stderr.strip()}", EXIT_INFRA)
+        environment = hardened
     with open(log, "ab") as logf:
         logf.write(("$ " + " ".join(args) + "\n").encode())
         if box is not None:

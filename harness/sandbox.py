@@ -5,7 +5,8 @@ Inside: a new mount, IPC, PID, UTS and network namespace (no network unless
 the Box keeps it: QEMU's user networking, b4 fetching a thread); the host's
 /usr and /etc read-only; a private /proc, /dev and /tmp; then the Box's paths
 at their own places: `read` read-only, `write` read-write, mounted after the
-private /tmp so that trees and runs under /tmp still work. Nothing else: no
+private /tmp so that trees and runs under /tmp still work; last, an empty file
+over each of `hide` (a tree's git configuration files). Nothing else: no
 home directory (HOME is the private /tmp), no run directories, no other cache
 entries. What a program writes elsewhere fails (a read-only file system, a
 missing directory) or vanishes with the private /tmp; a connection to the host's
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
+from . import gitsafe
 from .errors import EXIT_BAD_INPUT, EXIT_INFRA, HarnessError
 
 SANDBOX_USER = "harness-sandbox"     # made by bootstrap.sh (a system user, no login)
@@ -39,11 +41,6 @@ FALLBACK_USER = "nobody"
 # the host directories every sandbox sees read-only (those that exist); /bin,
 # /lib... are symbolic links into /usr on a merged-/usr system and stay links
 SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-# git refuses a repository owned by another user (the sandbox user reading
-# root's tree); inside the sandbox git only reads, and whatever a tree's
-# config makes it run stays inside
-GIT_SAFE = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
-            "GIT_CONFIG_VALUE_0": "*"}
 # the environment names that mean the host's home or its network settings
 HOST_ONLY = ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "SSH_AUTH_SOCK")
 
@@ -55,12 +52,13 @@ class Box:
     network: bool = False            # keep the host's network (QEMU's user net, b4)
     devices: tuple[Path, ...] = ()   # device nodes bound in (/dev/kvm, /dev/vfio/N)
     what: str = ""                   # what runs in it, for the log line ("make", "QEMU")
+    hide: tuple[Path, ...] = ()      # files inside `read` it sees empty (git config files)
 
     def plus(self, read: Iterable[Path] = (), write: Iterable[Path] = ()) -> "Box":
         """This box with more paths."""
         return Box(self.read + tuple(Path(p) for p in read),
                    self.write + tuple(Path(p) for p in write),
-                   self.network, self.devices, self.what)
+                   self.network, self.devices, self.what, self.hide)
 
 
 class SandboxError(HarnessError):
@@ -104,33 +102,27 @@ def user() -> tuple[int, int] | None:
 
 def git_dirs(tree: Path) -> tuple[Path, ...]:
     """The git directories a checkout reads outside itself: a worktree's
-    gitdir and common directory, and the object stores of `alternates`."""
-    found: list[Path] = []
-    dot = Path(tree) / ".git"
-    gitdir = dot
-    if dot.is_file():
-        text = dot.read_text(errors="replace").strip()
-        if text.startswith("gitdir:"):
-            gitdir = (Path(tree) / text[7:].strip()).resolve()
-            found.append(gitdir)
-            common = gitdir / "commondir"
-            if common.is_file():
-                found.append((gitdir / common.read_text().strip()).resolve())
-    for top in [gitdir, *found]:
-        alternates = top / "objects/info/alternates"
-        if alternates.is_file():
-            found += [Path(line.strip()) for line in alternates.read_text().splitlines()
-                      if line.strip().startswith("/")]
+    gitdir and common directory. Never the object stores its alternates name
+    (the source stage refuses a tree that borrows objects from outside)."""
+    try:
+        dirs = gitsafe.git_dirs(Path(tree))
+    except gitsafe.Unreadable:
+        dirs = None      # git inside fails the same way, seeing nothing more
+    found = dirs or ()
     return tuple(dict.fromkeys(p for p in found if not _inside(p, Path(tree))))
 
 
 def for_tree(tree: Path, write: Iterable[Path] = (), read: Iterable[Path] = (),
              what: str = "make") -> Box:
     """The box for a program from `tree`: the tree and its git directories
-    read-only, `write` read-write."""
+    read-only, their configuration files empty, `write` read-write."""
     tree = Path(tree)
+    try:
+        hide = gitsafe.config_files(tree)
+    except gitsafe.Unreadable:
+        hide = ()
     return Box((tree, *git_dirs(tree), *map(Path, read)), tuple(map(Path, write)),
-               what=what)
+               what=what, hide=hide)
 
 
 def python_paths() -> tuple[Path, ...]:
@@ -194,6 +186,11 @@ def argv(box: Box, command: Sequence[str], cwd: str | os.PathLike | None) -> lis
             out += ["--ro-bind-try", str(read), str(read)]
     for written in box.write:
         out += ["--bind", os.path.abspath(written), os.path.abspath(written)]
+    # after every bind above: the tree's git configuration (a token in a
+    # remote URL, its drivers) reads as an empty file
+    for hidden in box.hide:
+        if os.path.lexists(hidden):
+            out += ["--ro-bind", "/dev/null", os.path.abspath(hidden)]
     if cwd is not None:
         out += ["--chdir", os.path.abspath(cwd)]
     if drop is not None:
@@ -209,7 +206,8 @@ def argv(box: Box, command: Sequence[str], cwd: str | os.PathLike | None) -> lis
 
 def env(box: Box, base: Mapping[str, str]) -> dict[str, str]:
     """The environment inside: HOME is the private /tmp/home, nothing that
-    names the host's home or session, git reads the tree whoever owns it."""
+    names the host's home or session, git reads the tree whoever owns it
+    and with its hooks and commands off (gitsafe.boxed)."""
     if not enabled():
         return dict(base)
     out = {k: v for k, v in base.items() if k not in HOST_ONLY}
@@ -217,7 +215,7 @@ def env(box: Box, base: Mapping[str, str]) -> dict[str, str]:
     out["TMPDIR"] = "/tmp"
     if not box.network:
         out = {k: v for k, v in out.items() if "proxy" not in k.lower()}
-    return {**out, **GIT_SAFE}
+    return gitsafe.boxed(out)
 
 
 def shared(path: Path) -> str:
@@ -316,9 +314,10 @@ def describe(box: Box) -> str:
     drop = user()
     who = f"uid {drop[0]}" if drop else f"uid {os.geteuid()} in a user namespace"
     net = "host network" if box.network else "no network"
+    hidden = f"; empty: {', '.join(map(str, box.hide))}" if box.hide else ""
     return (f"sandbox: bwrap, {who}, {net}, read-only: "
             f"{', '.join(map(str, box.read)) or '-'}; writable: "
-            f"{', '.join(map(str, box.write)) or '-'}; private /tmp, no home")
+            f"{', '.join(map(str, box.write)) or '-'}{hidden}; private /tmp, no home")
 
 
 # what a program's output says when it reached for something the sandbox

@@ -13,7 +13,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..source.tree import git
+from .. import gitsafe
+from ..errors import SourceError
+from ..source.tree import git, read_tree_file
 
 _BLOCK_START = re.compile(r"^\s*(?:menu)?config\s+([A-Za-z0-9_]+)\s*$")
 _BLOCK_END = re.compile(r"^\s*(?:(?:menu)?config|choice|endchoice|menu|endmenu|if|endif|"
@@ -23,6 +25,8 @@ _HELP = re.compile(r"^(\s*)(?:help|---help---)\s*$")
 KCONFIG_FILES = ("*Kconfig*",)
 # help texts at least this alike (difflib ratio) count as the same text
 HELP_ALIKE = 0.9
+# bytes: the largest Kconfig file of a 7.x tree is about 100 KiB
+KCONFIG_MOST = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,7 @@ def _git(tree: Path, *args: str, timeout: float = 60) -> str:
 
 def _grep(tree: Path, pattern: str, fixed: bool = False, rev: str = "") -> list[tuple[str, int]]:
     """(path, line) of Kconfig lines matching `pattern` in the work tree (or `rev`)."""
-    out = _git(tree, "grep", "-n", "-I", "-F" if fixed else "-E", "-e", pattern,
+    out = _git(tree, "grep", "--no-textconv", "-n", "-I", "-F" if fixed else "-E", "-e", pattern,
                *([rev] if rev else []), "--", *KCONFIG_FILES)
     hits = []
     for line in out.splitlines():
@@ -100,10 +104,11 @@ def _grep(tree: Path, pattern: str, fixed: bool = False, rev: str = "") -> list[
 
 def _lines(tree: Path, path: str, rev: str = "") -> list[str]:
     if rev:
-        return _git(tree, "show", f"{rev}:{path}").splitlines()
-    try:
-        return (tree / path).read_text(errors="replace").splitlines()
-    except OSError:
+        return _git(tree, "show", "--no-textconv", f"{rev}:{path}").splitlines()
+    try:       # a series' symbolic link or FIFO named Kconfig is not read
+        return read_tree_file(tree / path, "a Kconfig file", KCONFIG_MOST,
+                              whole=True).splitlines()
+    except SourceError:
         return []
 
 
@@ -130,7 +135,8 @@ def from_history(tree: Path, symbol: str) -> list[Definition]:
     """The definitions in the last commit of the tree's history that still
     had the symbol (the parent of the commit that removed it); none in a
     tree without history."""
-    removed = _git(tree, "log", "-1", "--format=%H", "-G", rf"^\s*(menu)?config\s+{symbol}\s*$",
+    removed = _git(tree, "log", "-1", "--format=%H", *gitsafe.NO_DRIVERS,
+                   "-G", rf"^\s*(menu)?config\s+{symbol}\s*$",
                    "--", *KCONFIG_FILES, timeout=300).strip()
     return definitions(tree, symbol, f"{removed}^") if removed else []
 

@@ -34,8 +34,10 @@ def fetch_mirror(url: str, cache: Cache, log: Path) -> Path:
     mirror.parent.mkdir(parents=True, exist_ok=True)
     with locked(mirror.parent / f"{mirror.name}.lock"):
         if not (mirror / "HEAD").is_file():
-            git(["clone", "--quiet", "--mirror", "--", url, str(mirror)], mirror.parent, log,
-                timeout=7200, remote=True)
+            # --dissociate: a local source that borrows objects (alternates)
+            # gives a mirror with all of its own, which the source stage takes
+            git(["clone", "--quiet", "--dissociate", "--mirror", "--", url, str(mirror)],
+                mirror.parent, log, timeout=7200, remote=True)
         else:
             git(["remote", "update", "--prune"], mirror, log, timeout=3600, remote=True)
     return mirror

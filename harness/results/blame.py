@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc
+from .. import gitsafe, proc
 from ..errors import SourceError
 from .model import CrashRecord, SuspectedPatch
 
@@ -40,7 +40,8 @@ def _git(tree: Path, *args: str) -> str:
 def changed_functions(tree: Path, patch: Patch) -> set[str]:
     """Functions whose bodies the patch touches (hunk header context) or adds."""
     names: set[str] = set()
-    for line in _git(tree, "show", "-U0", "--format=", patch.commit).splitlines():
+    shown = _git(tree, "show", "-U0", "--format=", *gitsafe.NO_DRIVERS, patch.commit)
+    for line in shown.splitlines():
         if m := _HUNK_FUNC.match(line):
             if f := _C_FUNC.search(m.group("ctx")):
                 names.add(f.group("name"))
@@ -106,6 +107,7 @@ def _verdict(hits: tuple[int, ...], how: str, evidence: str,
 
 
 def _blame(tree: Path, top: str, file: str, line: int) -> str:
-    out = _git(tree, "blame", "--porcelain", "-L", f"{line},{line}", top, "--", file)
+    out = _git(tree, "blame", "--porcelain", *gitsafe.NO_DRIVERS, "-L", f"{line},{line}", top,
+               "--", file)
     first = out.splitlines()[0] if out else ""
     return first.split()[0] if first else ""

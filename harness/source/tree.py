@@ -10,13 +10,16 @@
 """
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import proc
+from .. import gitsafe, proc
 from .apt import PrivateApt
 from ..cache import Cache, digest
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, SourceError
@@ -117,18 +120,91 @@ def git(args: list[str], cwd: Path, log: Path | None = None, check: bool = True,
     return result
 
 
+# bytes: the version is at the top of the top Makefile (about 70 KiB whole)
+MAKEFILE_HEAD = 64 << 10
+# a commit's top Makefile larger than this is not a kernel's
+MAKEFILE_MOST = 1 << 20
+# a .gitignore the Debian import rewrites
+GITIGNORE_MOST = 1 << 20
+
+
+def read_tree_file(path: Path, what: str, limit: int, whole: bool = False) -> str:
+    """The first `limit` bytes of the tree's file `path` as text (`whole`:
+    all of it, refused when larger): a regular file only, a symbolic link not
+    followed, a FIFO not waited for; anything else is exit 2 naming it."""
+    def refuse(found: str) -> SourceError:
+        return SourceError(f"{path}: {what} is {found}; the harness reads it only as a "
+                           "regular file of the tree: replace it with the real file",
+                           EXIT_BAD_INPUT)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise refuse("missing") from None
+    except OSError as exc:
+        raise refuse("a symbolic link" if exc.errno == errno.ELOOP
+                     else f"unreadable ({exc.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise refuse("a directory" if stat.S_ISDIR(info.st_mode) else
+                         "a FIFO" if stat.S_ISFIFO(info.st_mode) else "not a regular file")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, limit + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit and whole:
+        raise refuse(f"larger than {limit >> 10} KiB")
+    return data[:limit].decode("utf-8", "replace")
+
+
 def kernel_version(tree: Path, commit: str = "") -> str:
     """VERSION.PATCHLEVEL.SUBLEVEL+EXTRAVERSION, read from the top Makefile
     (of `commit` in the git tree at `tree`, when given: without checking it
     out)."""
     if commit:
-        head = git(["show", "--end-of-options", f"{commit}:Makefile"], tree).stdout[:2000]
+        blob = f"{commit}:Makefile"
+        size = git(["cat-file", "-s", "--end-of-options", blob], tree).stdout.strip()
+        if not size.isdigit() or int(size) > MAKEFILE_MOST:
+            raise SourceError(f"{tree}: the top Makefile of commit {commit[:12]} is {size} "
+                              f"bytes, more than a kernel's ({MAKEFILE_MOST >> 10} KiB at "
+                              "most): name a kernel commit as kernel.ref", EXIT_BAD_INPUT)
+        head = git(["cat-file", "-p", "--end-of-options", blob], tree).stdout[:2000]
     else:
-        head = (tree / "Makefile").read_text(errors="replace")[:2000]
+        head = read_tree_file(tree / "Makefile", "the kernel tree's top Makefile",
+                              MAKEFILE_HEAD)[:2000]
     fields = dict(re.findall(r"^(VERSION|PATCHLEVEL|SUBLEVEL|EXTRAVERSION)[ \t]*=[ \t]*(\S*)",
                              head, re.M))
     base = ".".join(fields.get(k, "0") for k in ("VERSION", "PATCHLEVEL", "SUBLEVEL"))
     return base + fields.get("EXTRAVERSION", "")
+
+
+def refuse_borrowed(tree: Path, what: str, inside: tuple[Path, ...] = ()) -> None:
+    """Exit 2 when the repository at `tree` borrows objects from a directory
+    outside it and `inside` (objects/info/alternates: `git clone --reference`
+    or `--shared`): the build's sandbox shows the tree and its git
+    directories, never that directory, and git outside it would read objects
+    that are not the tree's own."""
+    try:
+        found = gitsafe.borrowed(tree, inside)
+    except gitsafe.Unreadable as exc:
+        raise SourceError(f"{what} {tree}: {exc.path} is {exc.found}; git reads it as the "
+                          "list of object stores the repository borrows: make it a plain "
+                          "file, or remove it after `git repack -a -d`", EXIT_BAD_INPUT) from None
+    if found:
+        listing, target = found[0]
+        repo = gitsafe.git_dirs(tree)
+        top = repo[1] if repo else tree
+        raise SourceError(
+            f"{what} {tree}: its repository borrows objects from {target} ({listing} names "
+            "it: a `git clone --reference` or `--shared`); the harness uses only trees whose "
+            f"objects are their own. Copy them in: `git -C {top} repack -a -d`, then remove "
+            f"{listing}; or clone it again with `--dissociate`", EXIT_BAD_INPUT)
 
 
 KERNEL_MARKERS = ("Makefile", "Kconfig", "scripts/kconfig", "arch/x86")
@@ -223,6 +299,11 @@ def _import_debian(apt: PrivateApt, offer, scratch: Path, log: Path) -> None:
     trees[0].rename(scratch / "tree")
     tree = scratch / "tree"
     check_kernel_tree(tree, f"{offer.package} {offer.version}")
+    if os.path.lexists(tree / ".git"):
+        # `git init` would take its configuration (hooks, drivers) as ours
+        raise SourceError(f"{offer.package} {offer.version}: the package's tree has a .git "
+                          "of its own; the harness imports only plain source trees (choose "
+                          "another kernel.debian_version)", EXIT_BAD_INPUT)
     _drop_debian_ignore_rule(tree)
     git(["init", "-q"], tree, log)
     # no background `git gc --auto` repacking 1.5 GB while the kernel builds;
@@ -240,9 +321,10 @@ def _drop_debian_ignore_rule(tree: Path) -> None:
     """Debian's linux-source .gitignore ends in `/*` + `!/debian/`: with it, git
     would add nothing. Drop those two lines and the comment above them."""
     path = tree / ".gitignore"
-    if not path.exists():
+    if not os.path.lexists(path):
         return
-    lines = path.read_text().splitlines(keepends=True)
+    lines = read_tree_file(path, "the package's top .gitignore", GITIGNORE_MOST,
+                           whole=True).splitlines(keepends=True)
     if "/*\n" not in lines:
         return
     cut = lines.index("/*\n")
@@ -252,7 +334,9 @@ def _drop_debian_ignore_rule(tree: Path) -> None:
     end = cut + 1
     if end < len(lines) and lines[end].strip() == "!/debian/":
         end += 1
-    path.write_text("".join(lines[:start] + lines[end:]))
+    fresh = path.with_name(".gitignore.harness-new")
+    fresh.write_text("".join(lines[:start] + lines[end:]))
+    os.replace(fresh, path)
 
 
 def _from_git(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
@@ -266,6 +350,9 @@ def _from_git(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
     if not top.ok:
         raise SourceError(f"kernel.tree {user_tree} is not a git repository "
                           "(use a git checkout, or kernel.source: debian)", EXIT_BAD_INPUT)
+    # the cached worktree's box sees the repository's git directory, not the
+    # user's checkout around it
+    refuse_borrowed(user_tree, "kernel.tree")
     found = git(["rev-parse", "--verify", "--quiet", "--end-of-options",
                  f"{spec.ref}^{{commit}}"],
                 user_tree, check=False)

@@ -13,14 +13,17 @@ checkout is clean, so a clean checkout shares its builds with its commit.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 from pathlib import Path
 
-from .. import proc
+from .. import gitsafe, proc
 from ..errors import EXIT_BAD_INPUT, SourceError
 from ..plan import WORKING_TREE, KernelSpec
-from .tree import KCONFIG_INPUTS, SourceTree, check_kernel_tree, git, is_bare, kernel_version
+from .tree import (KCONFIG_INPUTS, SourceTree, check_kernel_tree, git, is_bare, kernel_version,
+                   refuse_borrowed)
 
 # what the kernel's top Makefile (`outputmakefile`) refuses for `make O=`:
 # $(srctree)/.config a file, these two directories (SRCARCH is x86 here)
@@ -46,6 +49,8 @@ def check(tree: str | Path, what: str = "kernel.tree") -> Path:
         raise SourceError(f"{what} {path} is not a git checkout: kernel.ref: {WORKING_TREE} "
                           "names its edits against HEAD (use a git checkout, or "
                           "kernel.source: debian)", EXIT_BAD_INPUT)
+    # the build's box sees the checkout and its git directories, nothing else
+    refuse_borrowed(path, what, (path,))
     head = git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], path, check=False)
     if not head.ok:
         raise SourceError(f"{what} {path}: HEAD names no commit yet (commit something first: "
@@ -77,7 +82,8 @@ def diff_hash(tree: Path, paths: tuple[str, ...] = ()) -> str:
     not ignored files (names and contents); "" when there are none. `paths`:
     only those (git pathspecs)."""
     # bytes, not text: an edit in a latin-1 file must not hash like another
-    patch = git(["diff-index", "-p", "--binary", "HEAD", "--", *paths], tree).raw_stdout
+    patch = git(["diff-index", "-p", "--binary", *gitsafe.NO_DRIVERS, "HEAD", "--", *paths],
+                tree).raw_stdout
     listed = git(["ls-files", "-z", "--others", "--exclude-standard", "--", *paths],
                  tree).raw_stdout
     untracked = sorted(name for name in listed.split(b"\0") if name)
@@ -94,23 +100,37 @@ def diff_hash(tree: Path, paths: tuple[str, ...] = ()) -> str:
 def dirty(tree: Path) -> set[str]:
     """The files that differ from HEAD (edited, deleted, untracked, not
     ignored), tree-relative; read-only like the rest."""
-    edited = git(["diff-index", "--name-only", "HEAD", "--"], tree).stdout.split("\n")
+    edited = git(["diff-index", "--name-only", *gitsafe.NO_DRIVERS, "HEAD", "--"],
+                 tree).stdout.split("\n")
     new = git(["ls-files", "--others", "--exclude-standard"], tree).stdout.split("\n")
     return {name for name in edited + new if name}
 
 
 def _hash_file(h, path: Path) -> None:
-    if path.is_symlink():
-        h.update(b"link\0" + os.fsencode(os.readlink(path)) + b"\0")
-    elif path.is_dir():               # a nested repository: git lists it as "dir/"
-        h.update(b"dir\0")
-    elif path.is_file():
-        h.update(b"file\0%d\0" % path.stat().st_size)
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    else:                             # gone since git listed it
+    """Its kind and bytes into `h`: a symbolic link is its target's name, never
+    followed; a FIFO or device is its kind, never opened for reading."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:         # gone since git listed it
         h.update(b"gone\0")
+        return
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        h.update(b"link\0" + os.fsencode(os.readlink(path)) + b"\0")
+        return
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):        # a nested repository: git lists it as "dir/"
+            h.update(b"dir\0")
+        elif not stat.S_ISREG(info.st_mode):  # a FIFO, socket or device
+            h.update(b"special\0%o\0" % stat.S_IFMT(info.st_mode))
+        else:
+            h.update(b"file\0%d\0" % info.st_size)
+            for chunk in iter(lambda: os.read(fd, 1 << 20), b""):
+                h.update(chunk)
+    finally:
+        os.close(fd)
 
 
 def prepare(spec: KernelSpec) -> SourceTree:
