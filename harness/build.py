@@ -21,6 +21,7 @@ from .errors import EXIT_FAIL, EXIT_INFRA, BuildError, disk_full
 from .kconfig import ConfigReport
 from .plan import BuildSpec
 from .source import SourceTree
+from .source.objdir import claim
 
 # "file:line[:col]: warning: text", the one shape of a compiler warning
 _WARNING = re.compile(r"^(?P<file>[^\s:]+):(?P<where>\d+(?::\d+)?): warning: (?P<text>.*)$")
@@ -99,32 +100,75 @@ def debug_info(objdir: Path) -> bool:
 
 
 def ccache_dir(cache: Cache) -> Path:
-    """ccache's directory for the harness's builds: the user's CCACHE_DIR when
-    set, else one in the harness's cache (a sandboxed build writes it; a series
-    must not plant objects in the cache the user's other builds read)."""
+    """ccache's shared directory for the builds of trees as the plans name
+    them: the user's CCACHE_DIR when set, else one in the harness's cache (a
+    series must not plant objects in the cache the user's other builds read)."""
     path = Path(os.environ.get("CCACHE_DIR") or cache.root / "ccache")
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
-def make_box(tree: Path, objdir: Path, cache: Cache, *write: Path) -> sandbox.Box:
-    """The sandbox of a build: the tree read-only; writable the object
-    directory, ccache's directory and `write` (an install directory)."""
-    return sandbox.for_tree(tree, write=(objdir, ccache_dir(cache), *write))
+# a build of a series' code compiles through a ccache layer of its own, in
+# its object directory: it goes with those objects (source/objdir.py), and
+# nothing it stores is ever looked up by a build of other code
+OWN_CCACHE = ".harness-ccache"
+CCACHE_CONF = "ccache.conf"
+# every harness build reads ccache's settings from a file the harness wrote,
+# bound read-only: not the ccache.conf in the (writable) cache directory,
+# where a build could add `prefix_command` for the next tree's build to run
+_CCACHE_SETTINGS = ("# written by the harness: ccache's settings for its builds (bound\n"
+                    "# read-only into them; the cache directory's own ccache.conf is not read)\n"
+                    "max_size = 5G\n")
 
 
-def make_env(cache: Cache) -> dict[str, str]:
-    return {"CCACHE_DIR": str(ccache_dir(cache))}
+def ccache_config(cache: Cache) -> Path:
+    """The harness's ccache configuration file (made or put back as it must be)."""
+    path = cache.root / "ccache-config" / CCACHE_CONF
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        same = path.read_text() == _CCACHE_SETTINGS
+    except OSError:
+        same = False
+    if not same:
+        scratch = path.with_name(f".{CCACHE_CONF}.{os.getpid()}")
+        scratch.write_text(_CCACHE_SETTINGS)
+        scratch.chmod(0o644)
+        scratch.replace(path)
+    return path
 
 
-def incremental(tree: Path, objdir: Path, spec: BuildSpec, cache: Cache,
+def ccache_for(objdir: Path, cache: Cache, trusted: bool) -> Path:
+    """The ccache directory a build writes: the shared one for the tree as
+    the plan names it, the object directory's own layer for a series' code."""
+    return ccache_dir(cache) if trusted else Path(objdir) / OWN_CCACHE
+
+
+def make_box(tree: Path, objdir: Path, cache: Cache, *write: Path,
+             trusted: bool = True) -> sandbox.Box:
+    """The sandbox of a build: the tree and ccache's settings read-only;
+    writable the object directory, the ccache directory it may write
+    (ccache_for) and `write` (an install directory)."""
+    shared = (ccache_dir(cache),) if trusted else ()
+    return sandbox.for_tree(tree, write=(objdir, *shared, *write),
+                            read=(ccache_config(cache),))
+
+
+def make_env(cache: Cache, objdir: Path | None = None, trusted: bool = True) -> dict[str, str]:
+    assert trusted or objdir is not None, "a series' build has its own ccache layer"
+    where = ccache_dir(cache) if trusted or objdir is None else ccache_for(objdir, cache, False)
+    return {"CCACHE_DIR": str(where), "CCACHE_CONFIGPATH": str(ccache_config(cache))}
+
+
+def incremental(tree: SourceTree, objdir: Path, spec: BuildSpec, cache: Cache,
                 log: Path) -> tuple[bool, str]:
     """`make olddefconfig bzImage modules` in the kept object directory, no
     cache: the per-patch check of a series. (ok, make's output)."""
     log.unlink(missing_ok=True)
+    claim(tree, objdir, cache, log)
     result = proc.run(make_argv(objdir, spec, "olddefconfig", "bzImage", "modules"),
-                      cwd=tree, timeout=spec.timeout, log=log, error=BuildError,
-                      env=make_env(cache), box=make_box(tree, objdir, cache))
+                      cwd=tree.path, timeout=spec.timeout, log=log, error=BuildError,
+                      env=make_env(cache, objdir, tree.trusted),
+                      box=make_box(tree.path, objdir, cache, trusted=tree.trusted))
     text = log.read_text(errors="replace")
     return result.ok, text
 
@@ -151,11 +195,13 @@ def _build_into_cache(tree: SourceTree, config: ConfigReport, objdir: Path,
                       spec: BuildSpec, cache: Cache, key: str, log: Path,
                       meter: Callable[[str, float | None], None] | None = None) -> Path:
     start = time.monotonic()
+    claim(tree, objdir, cache, log)
     if config.config != objdir / ".config":
         boxfiles.copy_in(config.config, objdir, ".config", "the .config")
     make_log = log.parent / "make.log"
     make_log.unlink(missing_ok=True)
-    box, env = make_box(tree.path, objdir, cache), make_env(cache)
+    box = make_box(tree.path, objdir, cache, trusted=tree.trusted)
+    env = make_env(cache, objdir, tree.trusted)
     cold = not boxfiles.is_file(objdir, "vmlinux")     # nothing linked there yet
     with buildwatch.watch(make_log, cache, config.config_hash, cold, meter):
         result = proc.run(make_argv(objdir, spec, "olddefconfig", "bzImage", "modules"),

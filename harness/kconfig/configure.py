@@ -26,6 +26,7 @@ from .tool import KconfigDB, KconfigTool
 from ..plan import KconfigSpec
 from ..results.model import KconfigResult, MissingSymbol, RequestedSymbol, UnknownSymbol
 from ..source import SourceTree
+from ..source.objdir import claim
 from ..source.tree import cached_trees, kconfig_content, kernel_version
 
 # bump when the analysis stored with a cached config changes shape
@@ -90,7 +91,14 @@ def configure(tree: SourceTree, objdir: Path, spec: KconfigSpec, cache: Cache,
                  [(p.name, file_digest(p)) for p in fragments], ANALYSIS_FORMAT,
                  sandbox.identity())
     cached = cache.get("configs", key)
+    if cached is None and not tree.trusted:
+        # a series' code configures under a key of its own commit: what its
+        # make and scripts wrote is never the .config of other code with the
+        # same Kconfig files (the tree's own entry, when there is one, is read)
+        key = digest(key, "series", tree.commit)
+        cached = cache.get("configs", key)
     objdir.mkdir(parents=True, exist_ok=True)
+    claim(tree, objdir, cache, log)
     if cached is None:
         with cache.lock("configs", key), cache.fill("configs", key) as scratch:
             requests = _make_config(tree.path, objdir, kind, base_file, fragments, log)

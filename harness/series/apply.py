@@ -279,7 +279,7 @@ def apply(tree: SourceTree, specs: list[SeriesSpec], log: Path,
             entry = AppliedPatch(len(applied) + 1, spec.name, patch.subject, patch.author,
                                  commit, str(patch.path), files)
             applied.append(entry)
-            current = replace(tree, commit=commit,
+            current = replace(tree, commit=commit, base=tree.base or tree.commit,
                               origin=f"{tree.origin} + {len(applied)} patch(es)")
             if after_each:
                 after_each(entry, current)

@@ -119,7 +119,7 @@ class PatchChecker:
         earlier series) and learn its warnings."""
         self.ledger.add([w for w in (_split_known(k, tree.path) for k in known_warnings)
                          if w])
-        ok, text = build.incremental(tree.path, self.objdir, self.plan.build, self.cache,
+        ok, text = build.incremental(tree, self.objdir, self.plan.build, self.cache,
                                      self.logs / "0000-base-make.log")
         if not ok:
             raise SeriesError(f"the base tree does not build ({tree.origin}); first errors:\n"
@@ -139,7 +139,7 @@ class PatchChecker:
             report.config_changes = [ConfigChange(s, a, b)
                                      for s, a, b in kconfig.diff(self.config_values, values)]
             self.config_values = values
-        ok, text = build.incremental(tree.path, self.objdir, self.plan.build, self.cache,
+        ok, text = build.incremental(tree, self.objdir, self.plan.build, self.cache,
                                      self.logs / f"{stem}-make.log")
         report.builds = ok
         if not ok:

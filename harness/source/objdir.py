@@ -1,22 +1,49 @@
-"""Where a tree builds, and the lock of its checkout: a tree the harness owns
-(a Debian import, a git worktree) builds in a direct subdirectory of its own,
-a user's working tree in the cache (nothing writes into a user's checkout)."""
+"""Where a tree builds, the lock of its checkout, and the trust domain of its
+object directory.
+
+A tree the harness owns (a Debian import, a git worktree) builds in a direct
+subdirectory of its own, a user's working tree in the cache (nothing writes
+into a user's checkout).
+
+One trust domain per object directory: whatever a build of a series' code
+leaves there (an object, a rule, a generated header) must never be read by a
+build of other code: the tree as the plan names it (a bisect's base, the
+nightly baseline), or the same series cut shorter (a bisect step below the
+one built last). `claim` is called before every configure and build in the
+object directory; it compares what was built there last (kept outside the
+box, in the cache: `objdir-state`) with what is about to be built, by commit
+ids (content, not timestamps):
+
+* the tree as named, after the tree as named (any commit of it): kept;
+* a series' commit after the tree as named: the trusted objects are copied
+  aside first (`objdir-trusted`), then built over;
+* a series' commit after one it descends from (patch k+1 after patch k, the
+  per-patch check): kept, the same code and more;
+* anything else after a series' commit: the object directory is replaced by
+  the trusted copy (the tree as named gets the copy itself, renamed back;
+  another series' state a copy of it), or emptied when there is none.
+"""
 from __future__ import annotations
 
 import contextlib
+import json
 import shutil
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from .. import boxfiles
+from .. import boxfiles, proc
 from ..cache import Cache, digest
-from .tree import SourceTree
+from ..errors import EXIT_INFRA, SourceError
+from .tree import SourceTree, git
 
 # the object directory of a tree the harness owns: a direct subdirectory, so
 # that kbuild names the sources `../` (srctree := ..) and every compile command
 # is the same whatever the tree's path: ccache hits the objects of another tree
 # of the same files
 OBJDIR = "harness-obj"
+STATE_KIND, TRUSTED_KIND = "objdir-state", "objdir-trusted"
 
 
 def tree_lock(tree: SourceTree, cache: Cache) -> contextlib.AbstractContextManager:
@@ -39,13 +66,125 @@ def objdir_for(tree: SourceTree, cache: Cache) -> Iterator[Path]:
     kconfig+build at a time writes it."""
     with tree_lock(tree, cache):
         objdir = objdir_path(tree, cache)
-        if tree.fresh and objdir.exists():
+        if tree.fresh:
             # the tree was imported again under it: files put back to older
             # contents keep older mtimes than objects built from newer ones,
             # and make would link those objects; a cold build is the price
-            shutil.rmtree(objdir)
+            forget(objdir, cache)
         objdir.mkdir(parents=True, exist_ok=True)
-        # git leaves it alone in the tree (kbuild writes the same file)
-        if not boxfiles.is_file(objdir, ".gitignore"):
-            boxfiles.write_in(objdir, ".gitignore", "# the harness's object directory\n*\n")
+        _gitignore(objdir)
         yield objdir
+
+
+def _gitignore(objdir: Path) -> None:
+    # git leaves it alone in the tree (kbuild writes the same file)
+    if not boxfiles.is_file(objdir, ".gitignore"):
+        boxfiles.write_in(objdir, ".gitignore", "# the harness's object directory\n*\n")
+
+
+@dataclass(frozen=True)
+class Built:
+    """What an object directory was last configured or built from."""
+    commit: str
+    base: str          # "" for the tree as named (trusted)
+
+    @property
+    def trusted(self) -> bool:
+        return not self.base
+
+
+def _state_file(objdir: Path, cache: Cache) -> Path:
+    return cache.entry(STATE_KIND, digest(str(objdir.resolve()))).with_suffix(".json")
+
+
+def _trusted_copy(objdir: Path, cache: Cache) -> Path:
+    return cache.entry(TRUSTED_KIND, digest(str(objdir.resolve())))
+
+
+def last_built(objdir: Path, cache: Cache) -> Built | None:
+    """The state recorded for `objdir`; None when there is none (an empty or a
+    new object directory: taken as the tree's own)."""
+    try:
+        data = json.loads(_state_file(objdir, cache).read_text())
+        return Built(str(data["commit"]), str(data["base"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _record(objdir: Path, cache: Cache, built: Built) -> None:
+    path = _state_file(objdir, cache)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    scratch = path.with_name(path.name + ".tmp")
+    scratch.write_text(json.dumps({"commit": built.commit, "base": built.base}) + "\n")
+    scratch.replace(path)
+
+
+def forget(objdir: Path, cache: Cache) -> None:
+    """Start the object directory again (and drop its trusted copy)."""
+    for path in (objdir, _trusted_copy(objdir, cache)):
+        if path.exists():
+            shutil.rmtree(path)
+    _state_file(objdir, cache).unlink(missing_ok=True)
+
+
+def _descends(tree: SourceTree, ancestor: str) -> bool:
+    if ancestor == tree.commit:
+        return True
+    found = git(["merge-base", "--is-ancestor", "--end-of-options", ancestor, tree.commit],
+                tree.path, check=False)
+    return found.ok
+
+
+def _copy(source: Path, target: Path) -> None:
+    """`cp -a` (links copied as links, owners and times kept; reflinks where
+    the file system has them)."""
+    scratch = target.with_name(target.name + ".copy")
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    done = proc.run(["cp", "-a", "--reflink=auto", "--", str(source), str(scratch)],
+                    timeout=3600, error=SourceError)
+    if not done.ok:
+        shutil.rmtree(scratch, ignore_errors=True)
+        raise SourceError(f"cannot copy {source} to {target}: {done.tail()}", EXIT_INFRA)
+    if target.exists():
+        shutil.rmtree(target)
+    scratch.rename(target)
+
+
+def claim(tree: SourceTree, objdir: Path, cache: Cache, log: Path | None = None) -> str:
+    """Make `objdir` fit to build `tree` (see the module's rules), before a
+    configure or build writes there; the caller holds objdir_for's lock.
+    Returns what was done, for the log ("" when the directory was kept)."""
+    want = Built(tree.commit, "" if tree.trusted else tree.base)
+    last = last_built(objdir, cache)
+    aside = _trusted_copy(objdir, cache)
+    start = time.monotonic()
+    if last is None or last.trusted:
+        done = ""
+        if not want.trusted:
+            aside.parent.mkdir(parents=True, exist_ok=True)
+            _copy(objdir, aside)
+            done = f"kept the tree's own objects aside in {aside}"
+    elif not want.trusted and last.base == want.base and _descends(tree, last.commit):
+        done = ""
+    else:
+        shutil.rmtree(objdir)
+        if aside.exists():
+            if want.trusted:
+                aside.rename(objdir)
+            else:
+                _copy(aside, objdir)
+            done = (f"replaced the objects of {last.commit[:12]} (a series' build) by the "
+                    "tree's own")
+        else:
+            objdir.mkdir(parents=True)
+            done = (f"emptied: the objects of {last.commit[:12]} (a series' build) are not "
+                    "reused by other code, and no trusted copy was kept")
+        _gitignore(objdir)
+    if last != want:
+        _record(objdir, cache, want)
+    if done and log is not None:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with open(log, "a") as out:
+            out.write(f"object directory {objdir}: {done} ({time.monotonic() - start:.1f} s)\n")
+    return done

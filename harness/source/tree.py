@@ -53,6 +53,16 @@ class SourceTree:
     # the part of those edits the configuration can depend on (KCONFIG_INPUTS):
     # a .c edit keeps the cached .config
     kconfig_hash: str = ""
+    # the commit the source stage gave (the tree as the plan names it) when a
+    # series is applied on top: commits other than it are the series' code,
+    # untrusted ("": this tree is that commit)
+    base: str = ""
+
+    @property
+    def trusted(self) -> bool:
+        """The tree as the plan names it, no series' patch applied: its build
+        may leave objects that later builds of this tree reuse."""
+        return not self.base or self.base == self.commit
 
     @property
     def content(self) -> str:
