@@ -185,15 +185,21 @@ def read_optional(top: Path, relative: str | os.PathLike[str], what: str,
         return None
 
 
-def is_file(top: Path, relative: str | os.PathLike[str]) -> bool:
-    """Is there a regular file at top/relative, reached without a symbolic link?"""
+def regular(top: Path, relative: str | os.PathLike[str]) -> os.stat_result | None:
+    """The status of the regular file at top/relative, reached without a
+    symbolic link; None when there is none (or something else is there)."""
     parts = _parts(relative)
     try:
         with _directory(Path(top), parts[:-1], "a path") as parent:
             info = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
     except (OSError, BoxFileError):
-        return False
-    return stat.S_ISREG(info.st_mode)
+        return None
+    return info if stat.S_ISREG(info.st_mode) else None
+
+
+def is_file(top: Path, relative: str | os.PathLike[str]) -> bool:
+    """Is there a regular file at top/relative, reached without a symbolic link?"""
+    return regular(top, relative) is not None
 
 
 def _write_fd(parent: int, name: str, source: int | bytes, path: Path, what: str,

@@ -186,12 +186,14 @@ class KconfigTool:
 
     def build(self) -> Path:
         objects = [self.objdir / "scripts/kconfig" / f"{name}.o" for name in KCONFIG_OBJECTS]
-        absent = [str(o) for o in objects if not o.exists()]
+        found = {o: boxfiles.regular(self.objdir, o.relative_to(self.objdir)) for o in objects}
+        absent = [str(o) for o, info in found.items() if info is None]
         if absent:
             raise ConfigError(f"the tree's Kconfig objects are missing ({', '.join(absent)}); "
                               f"run a `make O={self.objdir} *config` first", EXIT_INFRA)
-        newest = max(o.stat().st_mtime for o in objects)
-        if self.binary.exists() and self.binary.stat().st_mtime >= newest:
+        newest = max(info.st_mtime for info in found.values() if info is not None)
+        binary = boxfiles.regular(self.objdir, self.binary.relative_to(self.objdir))
+        if binary is not None and binary.st_mtime >= newest:
             return self.binary
         cc = self.env().get("HOSTCC", "gcc")
         scratch = self.binary.with_name(self.binary.name + f".{os.getpid()}")
