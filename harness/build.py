@@ -137,26 +137,34 @@ def ccache_config(cache: Cache) -> Path:
     return path
 
 
-def ccache_for(objdir: Path, cache: Cache, trusted: bool) -> Path:
-    """The ccache directory a build writes: the shared one for the tree as
-    the plan names it, the object directory's own layer for a series' code."""
-    return ccache_dir(cache) if trusted else Path(objdir) / OWN_CCACHE
+def ccache_for(tree: SourceTree, objdir: Path, cache: Cache) -> Path:
+    """The ccache directory a build of `tree` writes: the shared one for a
+    tree as the plan names it, one per fetched tree (nightly's mirrors), the
+    object directory's own layer for a series' code."""
+    if not tree.trusted:
+        return Path(objdir) / OWN_CCACHE
+    if not tree.shared_cache:
+        path = cache.root / "ccache-fetched" / digest(str(tree.path))
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    return ccache_dir(cache)
 
 
 def make_box(tree: Path, objdir: Path, cache: Cache, *write: Path,
-             trusted: bool = True) -> sandbox.Box:
+             ccache: Path | None = None) -> sandbox.Box:
     """The sandbox of a build: the tree and ccache's settings read-only;
     writable the object directory, the ccache directory it may write
-    (ccache_for) and `write` (an install directory)."""
-    shared = (ccache_dir(cache),) if trusted else ()
-    return sandbox.for_tree(tree, write=(objdir, *shared, *write),
-                            read=(ccache_config(cache),))
+    (ccache_for; by default the shared one) and `write` (an install directory)."""
+    layer = ccache_dir(cache) if ccache is None else ccache
+    # a series' layer is in the object directory, writable with it (ccache
+    # makes it there)
+    own = (layer,) if not layer.is_relative_to(objdir) else ()
+    return sandbox.for_tree(tree, write=(objdir, *own, *write), read=(ccache_config(cache),))
 
 
-def make_env(cache: Cache, objdir: Path | None = None, trusted: bool = True) -> dict[str, str]:
-    assert trusted or objdir is not None, "a series' build has its own ccache layer"
-    where = ccache_dir(cache) if trusted or objdir is None else ccache_for(objdir, cache, False)
-    return {"CCACHE_DIR": str(where), "CCACHE_CONFIGPATH": str(ccache_config(cache))}
+def make_env(cache: Cache, ccache: Path | None = None) -> dict[str, str]:
+    layer = ccache_dir(cache) if ccache is None else ccache
+    return {"CCACHE_DIR": str(layer), "CCACHE_CONFIGPATH": str(ccache_config(cache))}
 
 
 def incremental(tree: SourceTree, objdir: Path, spec: BuildSpec, cache: Cache,
@@ -165,10 +173,11 @@ def incremental(tree: SourceTree, objdir: Path, spec: BuildSpec, cache: Cache,
     cache: the per-patch check of a series. (ok, make's output)."""
     log.unlink(missing_ok=True)
     claim(tree, objdir, cache, log)
+    layer = ccache_for(tree, objdir, cache)
     result = proc.run(make_argv(objdir, spec, "olddefconfig", "bzImage", "modules"),
                       cwd=tree.path, timeout=spec.timeout, log=log, error=BuildError,
-                      env=make_env(cache, objdir, tree.trusted),
-                      box=make_box(tree.path, objdir, cache, trusted=tree.trusted))
+                      env=make_env(cache, layer),
+                      box=make_box(tree.path, objdir, cache, ccache=layer))
     text = log.read_text(errors="replace")
     return result.ok, text
 
@@ -200,8 +209,8 @@ def _build_into_cache(tree: SourceTree, config: ConfigReport, objdir: Path,
         boxfiles.copy_in(config.config, objdir, ".config", "the .config")
     make_log = log.parent / "make.log"
     make_log.unlink(missing_ok=True)
-    box = make_box(tree.path, objdir, cache, trusted=tree.trusted)
-    env = make_env(cache, objdir, tree.trusted)
+    layer = ccache_for(tree, objdir, cache)
+    box, env = make_box(tree.path, objdir, cache, ccache=layer), make_env(cache, layer)
     cold = not boxfiles.is_file(objdir, "vmlinux")     # nothing linked there yet
     with buildwatch.watch(make_log, cache, config.config_hash, cold, meter):
         result = proc.run(make_argv(objdir, spec, "olddefconfig", "bzImage", "modules"),

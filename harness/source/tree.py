@@ -57,6 +57,10 @@ class SourceTree:
     # series is applied on top: commits other than it are the series' code,
     # untrusted ("": this tree is that commit)
     base: str = ""
+    # its builds may write the shared ccache (Debian's package, a tree of the
+    # user's); a tree the harness fetched from elsewhere (nightly's mirrors)
+    # compiles through a ccache of its own
+    shared_cache: bool = True
 
     @property
     def trusted(self) -> bool:
@@ -382,5 +386,6 @@ def _from_git(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
         # one). The run checks out `commit` under that lock (series.checkout_base
         # or series.apply); only changed files get new mtimes, so the build
         # stays incremental.
+    fetched = user_tree.is_relative_to(cache.root.resolve() / "mirrors")
     return SourceTree(worktree, commit, kernel_version(user_tree, commit),
-                      f"git {user_tree} {spec.ref} ({commit[:12]})")
+                      f"git {user_tree} {spec.ref} ({commit[:12]})", shared_cache=not fetched)

@@ -168,3 +168,26 @@ def test_with_debug_info_the_object_directory_is_mapped_out_of_the_ccache_hash(
     assert f"KCFLAGS=-fdebug-prefix-map={objdir}=." in make_argv(objdir, BuildSpec())
     assert not any(a.startswith("KCFLAGS=")
                    for a in make_argv(objdir, BuildSpec(ccache=False)))
+
+
+def test_each_trust_domain_compiles_through_its_own_ccache(tmp_path):
+    """The tree as named shares the cache; a fetched tree (nightly's mirrors)
+    has one of its own; a series' code a layer in its object directory; and
+    every build reads ccache's settings from the harness's file."""
+    from harness import build
+    from harness.cache import Cache
+    from harness.source import SourceTree
+    cache, objdir = Cache(tmp_path / "cache"), tmp_path / "objdir"
+    own = SourceTree(tmp_path / "tree", "a" * 40, "7.0.0", "tree")
+    fetched = SourceTree(tmp_path / "mirror-tree", "a" * 40, "7.0.0", "tree", shared_cache=False)
+    series = SourceTree(tmp_path / "tree", "b" * 40, "7.0.0", "tree + 1", base="a" * 40)
+    layers = [build.ccache_for(t, objdir, cache) for t in (own, fetched, series)]
+    assert layers[0] == build.ccache_dir(cache)
+    assert layers[1] != layers[0] and layers[1].is_relative_to(cache.root)
+    assert layers[2] == objdir / build.OWN_CCACHE
+    box = build.make_box(tmp_path / "tree", objdir, cache, ccache=layers[2])
+    assert build.ccache_dir(cache) not in box.write
+    assert build.ccache_config(cache) in box.read
+    env = build.make_env(cache, layers[2])
+    assert env["CCACHE_DIR"] == str(layers[2])
+    assert env["CCACHE_CONFIGPATH"] == str(build.ccache_config(cache))
