@@ -5,12 +5,13 @@ Exit codes: 0 pass, 1 kernel or test failure, 2 bad input, 3 infrastructure erro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from . import completion, listing, overrides, plan as plan_mod
+from . import completion, listing, overrides, plan as plan_mod, runmode
 from .errors import HarnessError, PlanError
 from .jsonout import JsonMode
 from .inputs import (CACHE_DIR_HELP, RUNS_DIR_HELP, CommaList, arg_type, check_run_path, count,
@@ -204,7 +205,13 @@ def main(argv: list[str] | None = None) -> int:
     console = mode.console if mode else make_console()
     try:
         devloop_cli.check_values(args)
-        code = COMMANDS[args.command](args, console)
+        # $HARNESS_RUNS_MODE checked by every command; the umask of those that
+        # only write pages, exports and the index (runmode.py: not of a build)
+        runs_mode = runmode.from_env()
+        umask = (runmode.umask_of(runs_mode) if args.command in runmode.UMASK_COMMANDS
+                 else contextlib.nullcontext())
+        with umask:
+            code = COMMANDS[args.command](args, console)
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         code = exc.exit_code
@@ -269,7 +276,7 @@ def _run_command(args: argparse.Namespace, console, scratch: Path) -> int:
     """`run`, `series check`, `boot`: the plan resolved once (the series read
     once, handed to the run), then the run."""
     from . import resolve
-    from .cache import Cache, private_dir
+    from .cache import Cache
     from .runner import run
     read = None
     try:
@@ -302,8 +309,8 @@ def _run_command(args: argparse.Namespace, console, scratch: Path) -> int:
         console.print(f"[bold red]error:[/] {printable(str(exc))}")
         return exc.exit_code
     try:
-        # made 0700 when the harness makes it; one of another user's refused
-        private_dir(args.runs_dir, "--runs-dir", tighten=False)
+        # made with the runs' mode (0700 unless the plan says); another user's refused
+        runmode.runs_dir(args.runs_dir, runmode.for_plan(plan))
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {printable(str(exc))}")
         return exc.exit_code

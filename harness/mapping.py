@@ -65,7 +65,8 @@ def to_record(cls: type[_Record], data: Any, where: str, src: str,
                             f"{', '.join(sorted(names - {'source_file'}))})")
         kwargs[key] = _convert(value, hints[key], path, src, choices)
         allowed = (choices or {}).get(path)
-        if allowed and kwargs[key] not in allowed:
+        # null, where a key may be null (results.readable): not set, never a choice
+        if allowed and kwargs[key] is not None and kwargs[key] not in allowed:
             raise PlanError(f"{src}: {path}: expected one of {', '.join(allowed)}, "
                             f"got {quote(kwargs[key])}")
     return cls(**kwargs)

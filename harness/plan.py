@@ -127,6 +127,15 @@ class PerfSpec:
 
 
 @dataclass(frozen=True)
+class ResultsSpec:
+    # who may read the run directories, the history index and bisect sessions the
+    # runs write: private (directories 0700, files 0600), group (0750, 0640) or
+    # world (0755, 0644: a CI that publishes them); unset: $HARNESS_RUNS_MODE, else
+    # private
+    readable: str | None = None
+
+
+@dataclass(frozen=True)
 class Plan:
     name: str = "unnamed"       # runs, history and baselines group by it
     description: str = ""       # free text, shown by `harness list plans`
@@ -171,6 +180,7 @@ class Plan:
     # a target that fails in some runs only: a step runs until a commit that
     # fails at the rate seen would pass them all with a chance under this
     bisect_error_percent: int = 1
+    results: ResultsSpec = field(default_factory=ResultsSpec)
     source_file: str = ""
 
     def to_dict(self) -> dict[str, Any]:
@@ -182,6 +192,7 @@ CHOICES = {
     "vm.backend": ("qemu", "libvirt"),
     "vm.accel": ("auto", "kvm", "tcg"),
     "vm.init": ("fast", "systemd"),
+    "results.readable": ("private", "group", "world"),     # runmode.NAMES
 }
 
 

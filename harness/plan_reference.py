@@ -24,6 +24,7 @@ SECTIONS = {
     "vm": "the guests: backend, accelerator, size, network, timeouts",
     "perf": "the perf suite's comparison with a baseline run",
     "waivers": "known crashes that do not fail the run (each shown with its reason)",
+    "results": "what the runs write: who may read it",
 }
 # keys a plan file does not set: filled in by the harness
 INTERNAL = {"source_file": "the plan file a run was loaded from (written into the run's "

@@ -22,7 +22,7 @@ import yaml
 from rich.console import Console
 
 from . import pipeline, resolve
-from .cache import Cache, private_dir
+from .cache import Cache
 from .errors import EXIT_INFRA, HarnessError, is_disk_full
 from .inputs import check_run_path
 from .pipeline import Interrupted, Run, Stages
@@ -34,19 +34,22 @@ from .results.crashes import node_crashes
 from .results.model import RunResult, Verdict, WarningRecord
 from .results.summary import print_summary
 from .results.verdict import decide, flaky_warnings
-from . import perfboots, testeach
+from . import perfboots, runmode, testeach
 from .results.writers import write_json, write_junit
 from .suites import expectations
 from .suites.choose import Selection
 
 
 def new_run_dir(runs_dir: Path, plan: Plan) -> tuple[str, Path]:
+    """The run's directory, of the plan's mode (runmode: 0700 unless the plan
+    or $HARNESS_RUNS_MODE says group or world) whatever the umask."""
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     run_id = f"{stamp}-{plan.name}-{secrets.token_hex(2)}"
     run_dir = runs_dir / run_id
-    # a runs directory made here is 0700 (one the user made keeps its mode)
-    private_dir(runs_dir, "--runs-dir", tighten=False)
-    run_dir.mkdir()
+    mode = runmode.for_plan(plan)
+    # a runs directory made here has the mode (one the user made keeps its own)
+    runmode.runs_dir(runs_dir, mode)
+    runmode.make_dir(run_dir, mode)
     return run_id, run_dir
 
 
@@ -67,6 +70,9 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
     progress = Progress(console)
     started = datetime.datetime.now().isoformat(timespec="seconds")
     try:
+        mode = runmode.for_plan(plan)       # plan.yaml says which: a reproduction keeps it
+        plan = dataclasses.replace(plan, results=dataclasses.replace(plan.results,
+                                                                     readable=mode.name))
         run_id, run_dir = new_run_dir(runs_dir, plan)
         (run_dir / "plan.yaml").write_text(yaml.safe_dump(plan.to_dict(), sort_keys=False))
     except OSError as exc:
@@ -114,9 +120,11 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
             signal.signal(sig, _finishing(state))
         try:
             _finish(state, keep)
-            _index(state, history_db)
+            _index(state, history_db, mode)
             write_report(run_dir, state.result, history_db, progress.say)
         finally:
+            # whatever wrote it (the harness, make, QEMU) with whatever umask
+            runmode.settle(run_dir, mode)
             for sig, handler in old.items():
                 signal.signal(sig, handler)
     return result
@@ -141,7 +149,7 @@ def _internal_error(state: Run, exc: Exception) -> None:
     on the kernel (exit 3), and the traceback is kept for the bug report."""
     result = state.result
     with contextlib.suppress(OSError):
-        state.logs.mkdir(exist_ok=True)
+        runmode.make_dir(state.logs, runmode.for_plan(state.plan), exist_ok=True)
         (state.logs / "traceback.txt").write_text(traceback.format_exc())
     result.error = (f"harness internal error: {type(exc).__name__}: {exc} "
                     f"(traceback in logs/traceback.txt)")
@@ -171,7 +179,7 @@ def _fullest(paths: tuple[Path, ...]) -> Path:
 def stages(state: Run, test: bool = True) -> None:
     """Every stage of a run (`test=False`: up to the nodes answering SSH)."""
     assert state.run_dir is not None, "the stages of a run, inside its run directory"
-    state.logs.mkdir()
+    runmode.make_dir(state.logs, runmode.for_plan(state.plan))
     check_run_path(state.run_dir.parent, "the runs directory")
     state.resolved = resolve.preflight(state.plan, state.run_dir / "series", state.series_read)
     baseline.check_choice(state.plan.perf.baseline, state.run_dir.parent,
@@ -235,12 +243,13 @@ def _finish(state: Run, keep: Callable[[Run], bool] | None = None) -> None:
     print_summary(result, state.progress.console, str(state.run_dir))
 
 
-def _index(state: Run, db: Path) -> None:
+def _index(state: Run, db: Path, mode: runmode.Mode) -> None:
     """The history is an index of the run directories: a run it cannot take
-    is still a complete run (`harness history rebuild` adds it later)."""
+    is still a complete run (`harness history rebuild` adds it later). A new
+    index gets the run's mode."""
     assert state.run_dir is not None and state.progress is not None, "run() made both"
     try:
-        note = history.record(db, state.result, state.run_dir)
+        note = history.record(db, state.result, state.run_dir, mode=mode.file)
     except (HarnessError, sqlite3.Error, OSError) as exc:
         state.progress.say(f"history not updated: {exc}")
         return

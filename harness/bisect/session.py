@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.console import Console
 
+from .. import runmode
 from ..cache import Cache, digest, write_atomic
 from ..errors import EXIT_BAD_INPUT, PlanError
 from ..inputs import load_json, quote
@@ -44,10 +45,13 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
     if target.perf:
         target = dataclasses.replace(target, alpha=plan.perf.alpha)
     # the reference is learnt on the way (the good end's runs, kept in the state)
+    # who may read the runs is not what is bisected: not in the key
     key = digest(rng.labels, dataclasses.asdict(dataclasses.replace(target, reference=None)),
-                 plan.to_dict(), repeat)[:10]
+                 {k: v for k, v in plan.to_dict().items() if k != "results"}, repeat)[:10]
     workdir = runs_dir / f"bisect-{key}"
-    workdir.mkdir(parents=True, exist_ok=True)
+    mode = runmode.for_plan(plan)
+    runmode.runs_dir(runs_dir, mode)
+    runmode.make_dir(workdir, mode, exist_ok=True)
     state_file = workdir / STATE
     state = load_state(state_file, rng.labels)
     if seed is not None and not state.steps:
@@ -81,6 +85,7 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
     try:
         outcome = search.run(state, oracle, save, good_first=bool(target.perf))
     except KeyboardInterrupt:
+        runmode.settle(workdir, mode)
         console.print(f"interrupted: {len(state.steps)} step(s) kept in "
                       f"{printable(str(state_file))}; the same command resumes")
         raise
@@ -95,6 +100,7 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
                                f"{top.run_dirs[-1]}/results.json")
         report["message"] = report["bad_input"]
     write_atomic(state_file, json.dumps(report, indent=1))
+    runmode.settle(workdir, mode)           # bisect.json, steps.log: the runs' mode
     if target.perf and perf_reference(state) is not None:
         console.print(printable(f"reference: {target.perf_metric} "
                              f"{perf_reference(state):g} at the good end"))

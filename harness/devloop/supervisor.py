@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .. import build, pipeline
+from .. import build, pipeline, runmode
 from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, DevloopError
 from ..pipeline import Run
@@ -197,6 +197,8 @@ class Supervisor:
             for node in self.state.nodes:
                 with contextlib.suppress(Exception):
                     node.stop()
+            # what the kept run wrote since (consoles, ssh_config, this log): its mode
+            runmode.settle(self.run_dir, runmode.for_plan(self.state.plan))
             registry.remove(self.cache, self.entry.run_id)
             self.server.close()
             self.control.unlink(missing_ok=True)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..cache import Cache, private_dir
+from .. import runmode
+from ..cache import Cache
 from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError
 from ..inputs import CACHE_DIR_HELP, RUNS_DIR_HELP, count, runs_dir
 from ..results.safe import printable
@@ -76,7 +77,7 @@ def nightly_command(args: argparse.Namespace, console: Console) -> int:
                                     + " ".join(job.overrides)), soft_wrap=True)
         return EXIT_PASS
     try:
-        private_dir(args.runs_dir, "--runs-dir", tighten=False)    # 0700 when made here
+        runmode.runs_dir(args.runs_dir, runmode.from_env())    # 0700 unless it says
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code

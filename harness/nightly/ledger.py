@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import runmode
 from ..cache import write_atomic
 from ..errors import EXIT_BAD_INPUT, PlanError
 from ..inputs import JSON_LIMIT, load_json, quote
@@ -54,7 +55,7 @@ class Ledger:
         return cls({job: _entries(path, job, entries) for job, entries in jobs.items()})
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        runmode.make_dir(path.parent, runmode.from_env(), exist_ok=True)
         write_atomic(path, json.dumps({"jobs": to_plain(self.jobs)}, indent=1,
                                       sort_keys=True))
 

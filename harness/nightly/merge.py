@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+from .. import runmode
 from ..cache import write_atomic
 from ..errors import EXIT_BAD_INPUT, HarnessError
 from ..results import history
@@ -42,7 +43,7 @@ def merge(dirs: list[Path], out: Path) -> NightlyResult:
         raise HarnessError(f"--merge: the directories are of different nightlies: "
                            f"{', '.join(sorted(names))}", EXIT_BAD_INPUT)
     (name,) = names
-    out.mkdir(parents=True, exist_ok=True)
+    runmode.make_dir(out, runmode.from_env(), exist_ok=True)
     merged = NightlyResult(name, min(n.started for _, n in nights),
                            max(n.finished for _, n in nights), "",
                            max(n.matrix for _, n in nights))

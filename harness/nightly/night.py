@@ -18,8 +18,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import proc
-from ..cache import Cache, private_dir, write_atomic
+from .. import proc, runmode
+from ..cache import Cache, write_atomic
 from ..errors import HarnessError
 from ..results import history
 from ..results.compare import compare
@@ -58,11 +58,13 @@ class Night:
                                     shard="" if shard_of[1] == 1 else "%d/%d" % shard_of)
         self._lock = threading.Lock()
         self._heads: dict[str, list[Head] | HarnessError] = {}
+        self.mode = runmode.from_env()     # the jobs' runs: their plans' (runmode.py)
 
     # --- the night -----------------------------------------------------------------
     def run(self) -> NightlyResult:
-        private_dir(self.runs_dir, "--runs-dir", tighten=False)     # 0700 when made here
-        (self.dir / "logs").mkdir(parents=True, exist_ok=True)
+        # made with the runs' mode ($HARNESS_RUNS_MODE; 0700 by default)
+        runmode.runs_dir(self.runs_dir, self.mode)
+        runmode.make_dir(self.dir / "logs", self.mode, exist_ok=True)
         matrix = expand(self.config)
         mine = shard(matrix, *self.shard_of, self.ledger.durations())
         self.result.matrix = len(matrix)
@@ -246,5 +248,5 @@ class Night:
         write_atomic(self.runs_dir / "nightly.json", text)
         stamp = self.result.started.replace(":", "").replace("+0000", "Z")   # one per night
         suffix = f"-shard{self.result.shard.replace('/', 'of')}" if self.result.shard else ""
-        (self.dir / "nights").mkdir(parents=True, exist_ok=True)
+        runmode.make_dir(self.dir / "nights", self.mode, exist_ok=True)
         write_atomic(self.dir / "nights" / f"{stamp}{suffix}.json", text)

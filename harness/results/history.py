@@ -113,18 +113,19 @@ def _migrate(runs_dir: Path) -> Callable[[sqlite3.Connection], str]:
     return migrate
 
 
-def record(db: Path, run: RunResult, run_dir: Path) -> str:
+def record(db: Path, run: RunResult, run_dir: Path, *, mode: int | None = None) -> str:
     """Index a finished run (the end of every `harness run`). An index of an
     older schema version is migrated first (re-indexed from the runs
-    directory, run_dir's parent): the note says so ("" otherwise)."""
+    directory, run_dir's parent): the note says so ("" otherwise). `mode`: a
+    new index's (history_db.writer)."""
     runs_dir = Path(run_dir).parent
-    with writer(db, _migrate(runs_dir)) as opened:
+    with writer(db, _migrate(runs_dir), mode=mode) as opened:
         with transaction(opened.conn) as conn:
             index_run(conn, run, run_dir)
     return opened.note
 
 
-def rebuild(db: Path, runs_dir: Path) -> tuple[int, list[str]]:
+def rebuild(db: Path, runs_dir: Path, *, mode: int | None = None) -> tuple[int, list[str]]:
     """The index made again from every run directory under runs_dir, in one
     transaction (readers see the old one until it is done): (runs indexed,
     the run directories that could not be read, with why). A file that is
@@ -132,7 +133,7 @@ def rebuild(db: Path, runs_dir: Path) -> tuple[int, list[str]]:
     of any schema version is replaced."""
     if not Path(runs_dir).is_dir():
         raise HistoryError(f"--runs-dir {runs_dir}: no such directory", 2)
-    with writer(db, replace=True) as opened:
+    with writer(db, replace=True, mode=mode) as opened:
         with transaction(opened.conn) as conn:
             reset(conn)
             return reindex(conn, runs_dir)

@@ -23,6 +23,7 @@ writers.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
 import stat
 import time
@@ -305,18 +306,41 @@ def _wal(conn: sqlite3.Connection) -> None:
             time.sleep(0.02)
 
 
+def _made(db: Path, mode: int | None) -> None:
+    """A missing index file made empty with `mode` (default: the runs' mode,
+    runmode.from_env), whatever the umask; SQLite gives its -wal and -shm
+    files the mode of the file they are beside. One that is there keeps its."""
+    if mode is None:
+        from ..runmode import from_env
+        mode = from_env().file
+    try:
+        fd = os.open(db, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     mode)
+    except FileExistsError:
+        return                      # another writer made it first
+    except OSError as exc:
+        raise HistoryError(f"{db}: cannot make the history database: {exc.strerror}",
+                           EXIT_INFRA) from None
+    try:
+        os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def writer(db: Path, migrate: Callable[[sqlite3.Connection], str] | None = None, *,
-           replace: bool = False) -> Iterator[Writing]:
+           replace: bool = False, mode: int | None = None) -> Iterator[Writing]:
     """A connection that writes the index at `db`, its schema current. A
-    missing or empty file becomes an index; an older one is made again and
-    `migrate(conn)` fills it, in one transaction (its return value is the
-    note); a newer, foreign or damaged one is refused before anything is
-    written. `replace`: an index of any version is taken as it is (the
-    caller resets it: `history rebuild`)."""
+    missing or empty file becomes an index (a missing one made with `mode`,
+    _made); an older one is made again and `migrate(conn)` fills it, in one
+    transaction (its return value is the note); a newer, foreign or damaged
+    one is refused before anything is written. `replace`: an index of any
+    version is taken as it is (the caller resets it: `history rebuild`)."""
     found = inspect(db)
     if found.kind in (FOREIGN, DAMAGED) or (found.kind == NEWER and not replace):
         raise refusal(db, found)
+    if found.kind == MISSING:
+        _made(Path(db), mode)
     conn = None
     note = ""
     try:
