@@ -76,7 +76,7 @@ BASE_LIMIT = 4 << 20
 
 
 MERGED = "harness-merged.config"     # base + fragments, before olddefconfig
-CHECKED = "harness-checked.config"   # `config check`: the .config as the harness read it
+CHECKED = ".config"   # `config check`: the .config copied beside its object directory
 
 
 def configure(tree: SourceTree, objdir: Path, spec: KconfigSpec, cache: Cache,
@@ -120,8 +120,9 @@ def configure(tree: SourceTree, objdir: Path, spec: KconfigSpec, cache: Cache,
         if "requests" in stored:       # the names the tree took ("# or:")
             requests = [Request(**_lists_as_tuples(r)) for r in stored["requests"]]
         renames = [Rename(**r) for r in stored.get("renames", [])]
+    # the report names the cache's copy: objdir/.config is the box's file
     return replace(_report(entry / "config", spec.base, requests, was_cached, unknown,
-                           explanations, objdir / ".config"),
+                           explanations, entry / "config"),
                    renames=tuple(renames), version=tree.version)
 
 
@@ -315,7 +316,8 @@ def check_tree(tree: Path, base: str, fragment_names: list[str], cache: Cache,
         requests = _make_config(Path(tree), objdir, kind, base_file, fragments, log)
         unknown, explanations, renames = analyse(Path(tree), objdir, requests, log,
                                                  cached_trees(cache))
-        boxfiles.copy_within(objdir, ".config", CHECKED, "the .config")
-        return replace(_report(objdir / CHECKED, base, requests, False, unknown,
-                               explanations, objdir / CHECKED),
+        # read from a copy of the harness's, beside the object directory
+        checked = boxfiles.copy_out(objdir, ".config", objdir.with_name(objdir.name + CHECKED),
+                                    "the .config")
+        return replace(_report(checked, base, requests, False, unknown, explanations, checked),
                        renames=tuple(renames), version=kernel_version(Path(tree)))
