@@ -273,3 +273,17 @@ def test_a_series_build_compiles_through_a_layer_of_its_own(tmp_path):
     shared = build.ccache_dir(cache)
     assert not (shared / "planted").exists()
     assert not any(shared.rglob("*")), "a series' build wrote the shared ccache"
+
+
+def test_a_dot_config_the_tree_links_to_a_secret_reaches_no_cache_or_run(tmp_path):
+    secret, text = _secret(tmp_path)
+    merge = f'ln -sf {secret} "$3"/.config\n'
+    tree = _toy_tree(tmp_path, "tinyconfig olddefconfig:\n\t@true\n", merge)
+    cache, objdir = Cache(tmp_path / "cache"), tmp_path / "tree/harness-obj"
+    objdir.mkdir()
+    with pytest.raises(boxfiles.BoxFileError) as caught:
+        kconfig.configure(_source(tree), objdir, KconfigSpec(fragments=()), cache,
+                          tmp_path / "kconfig.log")
+    assert ".config" in str(caught.value) and "symbolic link" in str(caught.value)
+    assert text.strip() not in _everything_under(tmp_path / "cache")
+    assert secret.read_text() == text
