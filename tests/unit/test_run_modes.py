@@ -196,7 +196,7 @@ def test_a_new_history_index_gets_the_mode_an_existing_one_keeps_its_own(tmp_pat
 
 
 @pytest.mark.parametrize("value, wanted", [(None, 0o600), ("group", 0o640), ("world", 0o644)])
-def test_history_rebuild_and_report_follow_the_environment(tmp_path, umask, monkeypatch,
+def test_history_rebuild_report_and_export_follow_the_environment(tmp_path, umask, monkeypatch,
                                                            capsys, value, wanted):
     _, run_dir = a_run(tmp_path)
     (run_dir / "report.html").unlink()
@@ -205,8 +205,10 @@ def test_history_rebuild_and_report_follow_the_environment(tmp_path, umask, monk
         monkeypatch.setenv(runmode.ENV, value)
     assert main(["history", "rebuild", "--runs-dir", str(tmp_path / "runs")]) == 0
     assert main(["report", str(run_dir), "--no-history"]) == 0
+    assert main(["export", "kcidb", str(run_dir), "-o", str(tmp_path / "kcidb.json")]) == 0
     assert mode(tmp_path / "runs" / history.DEFAULT_NAME) == wanted
     assert mode(run_dir / "report.html") == wanted
+    assert mode(tmp_path / "kcidb.json") == wanted
     assert os.umask(0o022) == 0o022          # the command gave the umask back
 
 
