@@ -41,6 +41,10 @@ FALLBACK_USER = "nobody"
 # the host directories every sandbox sees read-only (those that exist); /bin,
 # /lib... are symbolic links into /usr on a merged-/usr system and stay links
 SYSTEM = ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# an empty regular file the harness ships: bound over the files a box must
+# not read (a box's binds are nodev, so /dev/null there cannot be opened,
+# and git stops at a configuration file it cannot open)
+EMPTY = Path(__file__).resolve().parent / "_data" / "empty"
 # the environment names that mean the host's home or its network settings
 HOST_ONLY = ("XDG_CONFIG_HOME", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR", "SSH_AUTH_SOCK")
 
@@ -188,9 +192,10 @@ def argv(box: Box, command: Sequence[str], cwd: str | os.PathLike | None) -> lis
         out += ["--bind", os.path.abspath(written), os.path.abspath(written)]
     # after every bind above: the tree's git configuration (a token in a
     # remote URL, its drivers) reads as an empty file
+    empty = str(EMPTY) if EMPTY.is_file() else "/dev/null"
     for hidden in box.hide:
         if os.path.lexists(hidden):
-            out += ["--ro-bind", "/dev/null", os.path.abspath(hidden)]
+            out += ["--ro-bind", empty, os.path.abspath(hidden)]
     if cwd is not None:
         out += ["--chdir", os.path.abspath(cwd)]
     if drop is not None:
