@@ -365,8 +365,9 @@ def _from_git(spec: KernelSpec, cache: Cache, log: Path) -> SourceTree:
         raise SourceError(f"kernel.tree {user_tree} is not a git repository "
                           "(use a git checkout, or kernel.source: debian)", EXIT_BAD_INPUT)
     # the cached worktree's box sees the repository's git directory, not the
-    # user's checkout around it
-    refuse_borrowed(user_tree, "kernel.tree")
+    # user's checkout around it (the repository git found: `tree` may be a
+    # directory inside it)
+    refuse_borrowed((user_tree / top.stdout.strip()).resolve(), "kernel.tree")
     found = git(["rev-parse", "--verify", "--quiet", "--end-of-options",
                  f"{spec.ref}^{{commit}}"],
                 user_tree, check=False)

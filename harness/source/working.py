@@ -50,7 +50,7 @@ def check(tree: str | Path, what: str = "kernel.tree") -> Path:
                           "names its edits against HEAD (use a git checkout, or "
                           "kernel.source: debian)", EXIT_BAD_INPUT)
     # the build's box sees the checkout and its git directories, nothing else
-    refuse_borrowed(path, what, (path,))
+    refuse_borrowed(Path(top.stdout.strip()).resolve(), what, (path,))
     head = git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], path, check=False)
     if not head.ok:
         raise SourceError(f"{what} {path}: HEAD names no commit yet (commit something first: "

@@ -200,6 +200,14 @@ def test_a_tree_that_borrows_objects_from_outside_is_refused(tmp_path):
         assert err.value.exit_code == EXIT_BAD_INPUT, text
         assert str(listing) in text and str(store / "objects") in text
         assert "repack -a -d" in text and "--dissociate" in text
+    # a kernel tree in a directory of such a checkout: the repository git finds
+    (user / "sub").mkdir()
+    kernel_files(user / "sub")
+    with pytest.raises(SourceError) as err:
+        prepare(KernelSpec(source="git", tree=str(user / "sub"), ref=WORKING_TREE),
+                Cache(tmp_path / "c"), tmp_path / "log")
+    assert err.value.exit_code == EXIT_BAD_INPUT and str(listing) in err.value.message
+    shutil.rmtree(user / "sub")
     # what the message says makes it usable
     git(user, "repack", "-q", "-a", "-d")
     listing.unlink()
