@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import stat
+from errno import ELOOP
 import sys
 import time
 from pathlib import Path
@@ -45,12 +46,12 @@ def _tail(path: Path, name: str) -> tuple[bytes, int]:
         data, size = read_tail(path, _what(name), limit=TAIL, error=DevloopError,
                                exit_code=EXIT_BAD_INPUT, nofollow=True)
     except DevloopError as exc:
-        raise DevloopError(f"{exc} ({_AGAIN})", EXIT_BAD_INPUT) from None
+        raise DevloopError(f"{str(exc).split('; ', 1)[0]}; {_AGAIN}", EXIT_BAD_INPUT) from None
     except FileNotFoundError:
         return b"", 0
     except OSError as exc:
-        raise DevloopError(f"{path}: cannot read {_what(name)}: {exc.strerror or exc}",
-                           EXIT_BAD_INPUT) from None
+        raise DevloopError(f"{path}: cannot read {_what(name)}: {exc.strerror or exc}; "
+                           f"{_AGAIN}", EXIT_BAD_INPUT) from None
     if size > len(data):
         newline = data.find(b"\n")
         data = data[newline + 1:] if newline >= 0 else data
@@ -67,12 +68,13 @@ def _read(path: Path, name: str, offset: int) -> tuple[bytes, int]:
     except FileNotFoundError:
         return b"", 0
     except OSError as exc:
-        raise DevloopError(f"{path}: cannot read {_what(name)}: {exc.strerror or exc} "
-                           f"({_AGAIN})", EXIT_BAD_INPUT) from None
+        what = ("is a symbolic link, which the harness does not follow" if exc.errno == ELOOP
+                else f"cannot be read: {exc.strerror or exc}")
+        raise DevloopError(f"{path}: {_what(name)} {what}; {_AGAIN}", EXIT_BAD_INPUT) from None
     with os.fdopen(fd, "rb") as f:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise DevloopError(f"{path}: {_what(name)} is not a regular file ({_AGAIN})",
+            raise DevloopError(f"{path}: {_what(name)} is not a regular file; {_AGAIN}",
                                EXIT_BAD_INPUT)
         if info.st_size <= offset:
             return b"", info.st_size

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from ..inputs import runs_dir
+from ..inputs import quote, runs_dir
 from ..cache import write_atomic
 from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
 from ..nightly.model import NightlyResult
@@ -95,23 +95,27 @@ def report_command(args: argparse.Namespace, console: Console) -> int:
             raise PlanError("give run directories or --nightly DIR, not both")
         if args.nightly is None and not args.runs:
             raise PlanError("give one or more run directories, --nightly DIR or --merge DIR...")
-        from . import page          # matplotlib is loaded only when a page is made
+        # the input is read and checked first: matplotlib (page) takes a second
+        # to load, and bad input is refused without it
         if args.nightly is not None:
             night = _load_night(args.nightly)
             out = _output(args, args.nightly / "report.html")
+            db = _history(args, args.nightly)
+            from . import page
             html = page.nightly_html(night, args.nightly,
-                                     out.parent if out is not None else args.nightly,
-                                     _history(args, args.nightly))
+                                     out.parent if out is not None else args.nightly, db)
         else:
             runs = [load_run(p) for p in args.runs]
             ids = [r.run_id for r in runs]
             duplicate = next((i for i in ids if ids.count(i) > 1), None)
             if duplicate:
-                raise PlanError(f"run {duplicate} given twice")
+                raise PlanError(f"run {quote(duplicate)} given twice")
             first = _run_dir(args.runs[0])
             out = _output(args, first / "report.html" if len(runs) == 1
                           else Path("report.html"))
-            html = page.runs_html(runs, _history(args, first.resolve().parent))
+            db = _history(args, first.resolve().parent)
+            from . import page
+            html = page.runs_html(runs, db)
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code

@@ -168,9 +168,11 @@ def _crashes(run: RunResult) -> dict[str, CrashChange]:
 
 def _kconfig(current: RunResult, base: RunResult, current_config: Path | None,
              baseline_config: Path | None) -> tuple[list[ConfigChange], str]:
-    if current_config and baseline_config:
-        changes = dotconfig.diff(read_config(baseline_config), read_config(current_config))
-        return [ConfigChange(*c) for c in changes], ".config"
+    # each one there is read (a bad one is refused even when the other run has none)
+    now = read_config(current_config) if current_config else None
+    before = read_config(baseline_config) if baseline_config else None
+    if now is not None and before is not None:
+        return [ConfigChange(*c) for c in dotconfig.diff(before, now)], ".config"
     # without both .config files only what the fragments asked for is known;
     # a symbol one run did not request has no value to compare
     got_now = {r.symbol: r.got for r in current.kconfig.requested or []}
@@ -179,10 +181,12 @@ def _kconfig(current: RunResult, base: RunResult, current_config: Path | None,
             if s in got_before and got_before[s] != got_now[s]], "requested"
 
 
-def read_config(path: Path) -> dict[str, str]:
-    """The values a run directory's .config sets (bounded, regular, no link:
-    ResultsError naming it otherwise; none when it is gone)."""
-    return dotconfig.parse_config(run_text(path, Path(path).name) or "")
+def read_config(path: Path) -> dict[str, str] | None:
+    """The values a run directory's .config sets; None when there is none.
+    Bounded, a regular file, no symbolic link: ResultsError naming it
+    otherwise (readback.run_text)."""
+    text = run_text(path, Path(path).name)
+    return None if text is None else dotconfig.parse_config(text)
 
 
 def _kernel(current: RunResult, base: RunResult) -> list[FieldChange]:

@@ -9,6 +9,7 @@ passed, skipped is defined once here (`FAILED`, `PASSED`, `SKIPPED`,
 `WARNED`, `EXECUTED`) and nowhere else."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from pathlib import Path
@@ -440,7 +441,8 @@ def load_run(path: Path) -> RunResult:
     when it is none, ResultsError (exit 2) when it cannot be read."""
     path = Path(path)
     results = path if path.is_file() else path / "results.json"
-    if not results.is_file():
+    # lexists: a FIFO or a link there is named by RunResult.load, not taken for none
+    if not os.path.lexists(results):
         raise PlanError(f"{path}: no results.json (not a run directory, or the run has not "
                         "finished)")
     return RunResult.load(results)

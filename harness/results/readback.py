@@ -81,15 +81,15 @@ def run_text(path: Path, what: str, *, limit: int = CONFIG_LIMIT) -> str | None:
     `limit` or one that cannot be read: ResultsError (exit 2) naming it.
     Bytes that are not UTF-8 are replaced (a .config is ASCII)."""
     path = Path(path)
-    hint = ("a run leaves a regular file there: remove this one (or run again) and "
-            "give the command again")
+    hint = ("the run left a regular file there: remove this one (or run the plan again) "
+            "and give the command again")
     try:
         data = read_bytes(path, what, limit=limit, error=ResultsError, nofollow=True)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except ResultsError as exc:
-        raise ResultsError(f"{exc} ({hint})") from None
+    except ResultsError as exc:          # what it is, then what to do about it here
+        raise ResultsError(f"{str(exc).split('; ', 1)[0]}; {hint}") from None
     except OSError as exc:
-        raise ResultsError(f"{path}: cannot read {what}: {exc.strerror or exc} "
-                           f"({hint})") from None
+        raise ResultsError(f"{path}: cannot read {what}: {exc.strerror or exc}; "
+                           f"{hint}") from None
     return data.decode("utf-8", "replace")
