@@ -4,7 +4,7 @@ the verdict and why, stages, patches, Kconfig misses, tests by suite
 nodes. Every text that came from a guest, a kernel or a series goes through
 `clean` (results/safe.py: no escape sequence, no control byte, invisible
 format characters shown, nothing XML forbids, bounded) and a name, a
-subject or a title through `name` (cut at inputs.QUOTE characters, the
+subject or a title through `brief` (cut at inputs.QUOTE characters, the
 length said); the templates escape the rest (render.py also passes every
 value through safe.xml_text)."""
 from __future__ import annotations
