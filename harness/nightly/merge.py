@@ -6,6 +6,8 @@ merged directory then reads as if one machine had run the whole matrix."""
 from __future__ import annotations
 
 import json
+import os
+import stat
 import shutil
 from pathlib import Path
 
@@ -19,16 +21,21 @@ from .model import NightlyResult
 
 def _copy_run(src: Path, dest: Path) -> None:
     try:
-        shutil.copytree(src, dest, copy_function=_link_or_copy)
+        # links stay links (never followed: a shard's run directory is the
+        # output of runs of untrusted code; its readers refuse links)
+        shutil.copytree(src, dest, symlinks=True, copy_function=_link_or_copy)
     except FileExistsError:
         pass                      # the same run, merged before
 
 
 def _link_or_copy(src: str, dst: str) -> None:
+    """A regular file linked (or copied); a FIFO, socket or device left out."""
+    if not stat.S_ISREG(os.lstat(src).st_mode):
+        return
     try:
-        Path(dst).hardlink_to(src)
+        os.link(src, dst, follow_symlinks=False)
     except OSError:
-        shutil.copy2(src, dst)
+        shutil.copy2(src, dst, follow_symlinks=False)
 
 
 def merge(dirs: list[Path], out: Path) -> NightlyResult:

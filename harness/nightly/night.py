@@ -21,6 +21,7 @@ from rich.console import Console
 from .. import proc, runmode
 from ..cache import Cache, write_atomic
 from ..errors import HarnessError
+from ..inputs import read_tail
 from ..results import history
 from ..results.compare import compare
 from ..results.model import RunResult, Verdict
@@ -148,7 +149,9 @@ class Night:
         # the child is the harness: it reads what the harness reads
         done = proc.run(argv, timeout=RUN_TIMEOUT, log=log, grace=RUN_GRACE,
                         env={"COLUMNS": "100000"}, also=proc.HARNESS_CHILD)
-        found = _RUN_DIR.findall(log.read_text(errors="replace"))
+        # the child's output: its last MiB holds the summary's run directory line
+        found = _RUN_DIR.findall(read_tail(log, "a job's log", limit=1 << 20,
+                                           nofollow=True)[0].decode(errors="replace"))
         night = JobNight(job, head.head, RAN, exit_code=done.returncode)
         if not found or not (Path(found[-1]) / "results.json").is_file():
             night.state, night.kind = FAILED_TO_RUN, "error"

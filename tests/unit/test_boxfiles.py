@@ -101,3 +101,24 @@ def test_audit_drops_links_and_refuses_special_files(tmp_path, secret):
     (top / "link").symlink_to(secret)
     with pytest.raises(boxfiles.BoxFileError, match="symbolic link"):
         boxfiles.audit(top, "an install", drop_links=False)
+
+
+def test_a_live_console_is_read_bounded_and_never_through_a_link(tmp_path, secret):
+    """The guest writes its console: a crash storm or a hostile guest makes it
+    huge; the crash detector reads at most CONSOLE_LIMIT of it, the cut said."""
+    from types import SimpleNamespace
+
+    from harness.vm.node import CONSOLE_LIMIT, Node
+    console = tmp_path / "console.log"
+    with open(console, "wb") as f:
+        f.write(b"first line\n")
+        f.truncate(CONSOLE_LIMIT * 3)
+        f.seek(CONSOLE_LIMIT * 3)
+        f.write(b"last line\n")
+    text = Node.console_text(SimpleNamespace(console=console))      # type: ignore[arg-type]
+    assert text.startswith("first line") and text.endswith("last line\n")
+    assert "bytes of the console left out here" in text
+    assert len(text) < CONSOLE_LIMIT + 200
+    console.unlink()
+    console.symlink_to(secret)
+    assert Node.console_text(SimpleNamespace(console=console)) == ""   # type: ignore[arg-type]
