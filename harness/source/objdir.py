@@ -21,12 +21,14 @@ ids (content, not timestamps):
   per-patch check): kept, the same code and more;
 * anything else after a series' commit: the object directory is replaced by
   the trusted copy (the tree as named gets the copy itself, renamed back;
-  another series' state a copy of it), or emptied when there is none.
+  another series' state a copy of it), or emptied when there is none;
+* objects with no record (built before this rule, by anything): emptied.
 """
 from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -93,6 +95,17 @@ class Built:
         return not self.base
 
 
+# an object directory with objects and no record: what built it is not known
+UNKNOWN = Built("unknown", "unknown")
+
+
+def _holds_objects(objdir: Path) -> bool:
+    try:
+        return any(entry.name != ".gitignore" for entry in os.scandir(objdir))
+    except FileNotFoundError:
+        return False
+
+
 def _state_file(objdir: Path, cache: Cache) -> Path:
     return cache.entry(STATE_KIND, digest(str(objdir.resolve()))).with_suffix(".json")
 
@@ -102,8 +115,8 @@ def _trusted_copy(objdir: Path, cache: Cache) -> Path:
 
 
 def last_built(objdir: Path, cache: Cache) -> Built | None:
-    """The state recorded for `objdir`; None when there is none (an empty or a
-    new object directory: taken as the tree's own)."""
+    """The state recorded for `objdir`; None when there is none (a new
+    object directory, or one built before this rule: claim tells them apart)."""
     try:
         data = json.loads(_state_file(objdir, cache).read_text())
         return Built(str(data["commit"]), str(data["base"]))
@@ -157,6 +170,9 @@ def claim(tree: SourceTree, objdir: Path, cache: Cache, log: Path | None = None)
     Returns what was done, for the log ("" when the directory was kept)."""
     want = Built(tree.commit, "" if tree.trusted else tree.base)
     last = last_built(objdir, cache)
+    if last is None and _holds_objects(objdir):
+        # built before this rule: by anything, maybe a series
+        last = UNKNOWN
     aside = _trusted_copy(objdir, cache)
     start = time.monotonic()
     if last is None or last.trusted:
@@ -178,7 +194,9 @@ def claim(tree: SourceTree, objdir: Path, cache: Cache, log: Path | None = None)
                     "tree's own")
         else:
             objdir.mkdir(parents=True)
-            done = (f"emptied: the objects of {last.commit[:12]} (a series' build) are not "
+            done = ("emptied: it was built before the harness recorded what an object "
+                    "directory holds (a cold build, once)" if last == UNKNOWN else
+                    f"emptied: the objects of {last.commit[:12]} (a series' build) are not "
                     "reused by other code, and no trusted copy was kept")
         _gitignore(objdir)
     if last != want:
