@@ -102,8 +102,23 @@ def debug_info(objdir: Path) -> bool:
 def ccache_dir(cache: Cache) -> Path:
     """ccache's shared directory for the builds of trees as the plans name
     them: the user's CCACHE_DIR when set, else one in the harness's cache (a
-    series must not plant objects in the cache the user's other builds read)."""
-    path = Path(os.environ.get("CCACHE_DIR") or cache.root / "ccache")
+    series must not plant objects in the cache the user's other builds read).
+    The harness's own is started again once when it predates the trust
+    domains: a series' build could write it then."""
+    if os.environ.get("CCACHE_DIR"):
+        path = Path(os.environ["CCACHE_DIR"])
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    path = cache.root / "ccache"
+    started = cache.root / "ccache-config" / "started"
+    if not started.exists():
+        with cache.lock("ccache", "started"):
+            if not started.exists():
+                if path.exists():
+                    shutil.rmtree(path)
+                started.parent.mkdir(parents=True, exist_ok=True)
+                started.write_text("ccache started with the trust domains: only builds "
+                                   "of trees as the plans name them write it\n")
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -191,3 +191,19 @@ def test_each_trust_domain_compiles_through_its_own_ccache(tmp_path):
     env = build.make_env(cache, layers[2])
     assert env["CCACHE_DIR"] == str(layers[2])
     assert env["CCACHE_CONFIGPATH"] == str(build.ccache_config(cache))
+
+
+def test_a_ccache_older_than_the_trust_domains_is_started_again_once(tmp_path, monkeypatch):
+    """A series' build could write the shared ccache before the trust
+    domains: its entries are not kept; later ones are."""
+    from harness import build
+    from harness.cache import Cache
+    monkeypatch.delenv("CCACHE_DIR", raising=False)
+    cache = Cache(tmp_path / "cache")
+    old = cache.root / "ccache" / "a" / "b"
+    old.mkdir(parents=True)
+    (old / "planted-result").write_text("x")
+    path = build.ccache_dir(cache)
+    assert path == cache.root / "ccache" and not any(path.rglob("*"))
+    (path / "kept").write_text("y")
+    assert (build.ccache_dir(cache) / "kept").exists()
