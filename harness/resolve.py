@@ -20,7 +20,7 @@ from typing import Sequence
 from . import image, kconfig, series, source, suites
 from . import plan as plan_mod
 from .errors import EXIT_INFRA, HarnessError, PlanError
-from .inputs import not_option, quote
+from .inputs import not_option, quote, read_bytes
 from .plan import WORKING_TREE, Plan, check_select, check_working_tree
 from .results.model_series import SuiteChoice
 from .series import SeriesSpec
@@ -293,12 +293,15 @@ def check_kconfig_base(plan: Plan) -> None:
     if base in ("tinyconfig", "defconfig"):
         return
     path = Path(base).expanduser()
-    problem = "" if path.is_file() else ("is a directory" if path.is_dir() else
-                                           "does not exist")
+    problem = ("is a directory" if path.is_dir() else
+               "" if path.exists() or path.is_symlink() else "does not exist")
     if not problem:
+        # regular, and at most what a .config can be: a FIFO or a 100 MiB
+        # file is refused here, before it is hashed and copied
         try:
-            with open(path, "rb"):
-                pass
+            read_bytes(path, "kconfig.base", limit=kconfig.BASE_LIMIT)
+        except HarnessError as exc:
+            raise PlanError(f"{plan.source_file}: {exc}") from None
         except OSError as exc:
             problem = f"cannot be read ({exc.strerror})"
     if problem:

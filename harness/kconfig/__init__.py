@@ -9,7 +9,7 @@ tool.py       the tree's own Kconfig parser as a service (dump.c, linked against
               its answers as typed records
 cli.py        `harness config check|diff`
 """
-from .configure import (ConfigReport, analyse, check, check_tree, configure,  # noqa: F401
+from .configure import (BASE_LIMIT, ConfigReport, analyse, check, check_tree, configure,  # noqa: F401
                         explain_text, fix_lines, summary)
 from .fragments import (KCONFIG_DIR, Request, diff, effective_requests,  # noqa: F401
                         fragment_path, parse_fragment, read_config, read_pair)

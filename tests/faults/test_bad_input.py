@@ -3,6 +3,7 @@ of its own): exit 2, the culprit named in what the user reads, in under 5 s,
 no VM started, no stage past preflight, nothing half-written."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,9 @@ def files(tmp: Path) -> None:
     (escape / "series.yaml").write_text("name: escape\npatches: [../../etc/passwd]\n")
     (tmp / "expect.yaml").write_text("verbs:\n  siw:\n    - {test: x}\n")
     (tmp / "afile").write_text("")
+    with open(tmp / "huge.config", "wb") as f:       # sparse: costs no disk
+        f.truncate(100 << 20)
+    os.mkfifo(tmp / "fifo.config")
     (tmp / "empty-series").mkdir()
     patch = (ROOT / "patches" / "demo-rxe-counters").glob("*.patch")
     first = sorted(patch)[0]
@@ -76,6 +80,10 @@ CASES = [
     ("unknown-image", ["run", "good.yaml", "--set", "image=nosuch"], ["nosuch"]),
     ("kconfig-base-missing", ["run", "good.yaml", "--set", "kconfig.base=/nonexistent/.config"],
      ["kconfig.base", "/nonexistent/.config"]),
+    ("kconfig-base-huge", ["run", "good.yaml", "--set", "kconfig.base={tmp}/huge.config"],
+     ["kconfig.base", "huge.config", "larger than"]),
+    ("kconfig-base-fifo", ["run", "good.yaml", "--set", "kconfig.base={tmp}/fifo.config"],
+     ["kconfig.base", "fifo.config", "not a regular file"]),
     ("tree-missing", ["run", "good.yaml", "--set", "kernel.tree=/nonexistent/linux"],
      ["/nonexistent/linux"]),
     ("tree-not-kernel", ["run", "good.yaml", "--set", "kernel.tree={tmp}/notatree"],
