@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 from pathlib import Path
 
-from . import boxfiles, buildwatch, proc, sandbox
+from . import boxfiles, buildwatch, ccache, proc, sandbox
 from .cache import Cache, digest
 from .errors import EXIT_FAIL, EXIT_INFRA, BuildError, disk_full
 from .kconfig import ConfigReport
@@ -99,87 +99,25 @@ def debug_info(objdir: Path) -> bool:
     return re.search(r"^CONFIG_DEBUG_INFO=y$", text, re.M) is not None
 
 
-def ccache_dir(cache: Cache) -> Path:
-    """ccache's shared directory for the builds of trees as the plans name
-    them: the user's CCACHE_DIR when set, else one in the harness's cache (a
-    series must not plant objects in the cache the user's other builds read).
-    The harness's own is started again once when it predates the trust
-    domains: a series' build could write it then."""
-    if os.environ.get("CCACHE_DIR"):
-        path = Path(os.environ["CCACHE_DIR"])
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-    path = cache.root / "ccache"
-    started = cache.root / "ccache-config" / "started"
-    if not started.exists():
-        with cache.lock("ccache", "started"):
-            if not started.exists():
-                if path.exists():
-                    shutil.rmtree(path)
-                started.parent.mkdir(parents=True, exist_ok=True)
-                started.write_text("ccache started with the trust domains: only builds "
-                                   "of trees as the plans name them write it\n")
-    path.mkdir(parents=True, exist_ok=True)
-    return path
-
-
-# a build of a series' code compiles through a ccache layer of its own, in
-# its object directory: it goes with those objects (source/objdir.py), and
-# nothing it stores is ever looked up by a build of other code
-OWN_CCACHE = ".harness-ccache"
-CCACHE_CONF = "ccache.conf"
-# every harness build reads ccache's settings from a file the harness wrote,
-# bound read-only: not the ccache.conf in the (writable) cache directory,
-# where a build could add `prefix_command` for the next tree's build to run
-_CCACHE_SETTINGS = ("# written by the harness: ccache's settings for its builds (bound\n"
-                    "# read-only into them; the cache directory's own ccache.conf is not read)\n"
-                    "max_size = 5G\n")
-
-
-def ccache_config(cache: Cache) -> Path:
-    """The harness's ccache configuration file (made or put back as it must be)."""
-    path = cache.root / "ccache-config" / CCACHE_CONF
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        same = path.read_text() == _CCACHE_SETTINGS
-    except OSError:
-        same = False
-    if not same:
-        scratch = path.with_name(f".{CCACHE_CONF}.{os.getpid()}")
-        scratch.write_text(_CCACHE_SETTINGS)
-        scratch.chmod(0o644)
-        scratch.replace(path)
-    return path
-
-
-def ccache_for(tree: SourceTree, objdir: Path, cache: Cache) -> Path:
-    """The ccache directory a build of `tree` writes: the shared one for a
-    tree as the plan names it, one per fetched tree (nightly's mirrors), the
-    object directory's own layer for a series' code."""
-    if not tree.trusted:
-        return Path(objdir) / OWN_CCACHE
-    if not tree.shared_cache:
-        path = cache.root / "ccache-fetched" / digest(str(tree.path))
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-    return ccache_dir(cache)
-
-
 def make_box(tree: Path, objdir: Path, cache: Cache, *write: Path,
-             ccache: Path | None = None) -> sandbox.Box:
+             layer: ccache.Layer | None = None) -> sandbox.Box:
     """The sandbox of a build: the tree and ccache's settings read-only;
-    writable the object directory, the ccache directory it may write
-    (ccache_for; by default the shared one) and `write` (an install directory)."""
-    layer = ccache_dir(cache) if ccache is None else ccache
+    writable the object directory, the ccache directory of its layer
+    (ccache.layer; by default the shared one) and `write` (an install
+    directory); the shared store writable or read-only as the layer says."""
+    layer = layer or ccache.trusted(cache)
     # a series' layer is in the object directory, writable with it (ccache
     # makes it there)
-    own = (layer,) if not layer.is_relative_to(objdir) else ()
-    return sandbox.for_tree(tree, write=(objdir, *own, *write), read=(ccache_config(cache),))
+    own = () if layer.directory.is_relative_to(objdir) else (layer.directory,)
+    store = (layer.store,) if layer.store is not None else ()
+    return sandbox.for_tree(tree, write=(objdir, *own, *(store if layer.store_writable else ()),
+                                         *write),
+                            read=(ccache.config(cache),
+                                  *(() if layer.store_writable else store)))
 
 
-def make_env(cache: Cache, ccache: Path | None = None) -> dict[str, str]:
-    layer = ccache_dir(cache) if ccache is None else ccache
-    return {"CCACHE_DIR": str(layer), "CCACHE_CONFIGPATH": str(ccache_config(cache))}
+def make_env(cache: Cache, layer: ccache.Layer | None = None) -> dict[str, str]:
+    return (layer or ccache.trusted(cache)).env(cache)
 
 
 def incremental(tree: SourceTree, objdir: Path, spec: BuildSpec, cache: Cache,
@@ -188,11 +126,11 @@ def incremental(tree: SourceTree, objdir: Path, spec: BuildSpec, cache: Cache,
     cache: the per-patch check of a series. (ok, make's output)."""
     log.unlink(missing_ok=True)
     claim(tree, objdir, cache, log)
-    layer = ccache_for(tree, objdir, cache)
+    layer = ccache.layer(tree, objdir, cache)
     result = proc.run(make_argv(objdir, spec, "olddefconfig", "bzImage", "modules"),
                       cwd=tree.path, timeout=spec.timeout, log=log, error=BuildError,
                       env=make_env(cache, layer),
-                      box=make_box(tree.path, objdir, cache, ccache=layer))
+                      box=make_box(tree.path, objdir, cache, layer=layer))
     text = log.read_text(errors="replace")
     return result.ok, text
 
@@ -224,8 +162,8 @@ def _build_into_cache(tree: SourceTree, config: ConfigReport, objdir: Path,
         boxfiles.copy_in(config.config, objdir, ".config", "the .config")
     make_log = log.parent / "make.log"
     make_log.unlink(missing_ok=True)
-    layer = ccache_for(tree, objdir, cache)
-    box, env = make_box(tree.path, objdir, cache, ccache=layer), make_env(cache, layer)
+    layer = ccache.layer(tree, objdir, cache)
+    box, env = make_box(tree.path, objdir, cache, layer=layer), make_env(cache, layer)
     cold = not boxfiles.is_file(objdir, "vmlinux")     # nothing linked there yet
     with buildwatch.watch(make_log, cache, config.config_hash, cold, meter):
         result = proc.run(make_argv(objdir, spec, "olddefconfig", "bzImage", "modules"),

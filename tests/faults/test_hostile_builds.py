@@ -24,8 +24,9 @@ from pathlib import Path
 import pytest
 
 import importlib
+import re
 
-from harness import boxfiles, build, kconfig, sandbox
+from harness import boxfiles, build, ccache, kconfig, sandbox
 from harness.cache import Cache
 from harness.errors import EXIT_BAD_INPUT, HarnessError
 from harness.kconfig import ConfigReport
@@ -255,28 +256,51 @@ def test_a_build_cannot_make_the_next_build_run_its_ccache_prefix_command(tmp_pa
     # the build did write the cache directory's ccache.conf (it may: its own
     # tree) but no later build reads it: ccache's settings come from the
     # harness's file, read-only in the box
-    assert "prefix_command" in (build.ccache_dir(cache) / "ccache.conf").read_text()
-    assert (build.ccache_dir(cache) / "prefix.sh").exists()
-    assert not (build.ccache_dir(cache) / marker).exists()
-    assert "prefix_command" not in build.ccache_config(cache).read_text()
+    assert "prefix_command" in (ccache.shared_dir(cache) / "ccache.conf").read_text()
+    assert (ccache.shared_dir(cache) / "prefix.sh").exists()
+    assert not (ccache.shared_dir(cache) / marker).exists()
+    assert "prefix_command" not in ccache.config(cache).read_text()
 
 
 @pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache is not installed")
 def test_a_series_build_compiles_through_a_layer_of_its_own(tmp_path):
-    tree = _toy_tree(tmp_path, CCACHE_MAKE.format(
-        plant='@echo poisoned > "$$CCACHE_DIR/planted"', value=1))
+    """It reads the shared store (the tree's own results hit) but writes only
+    its layer: the shared directory and store stay as the tree's build left
+    them, whatever the series' Makefile tries."""
+    store_path = tmp_path / "cache" / "ccache-store"
+    plant = (f'-@echo poisoned > "$$CCACHE_DIR/planted"; '
+             f'echo poisoned > {store_path}/planted; '
+             f'echo poisoned > {store_path}/../ccache/planted')
+    tree = _toy_tree(tmp_path, CCACHE_MAKE.format(plant=plant, value=1))
     cache = Cache(tmp_path / "cache")
     base = _source(tree)
-    commit = _commit(tree, "\n# a patch\n", "patch 1")
-    series = SourceTree(tree, commit, "7.0.0", "toy + 1", base=base.commit)
+    _commit(tree, "\n# a patch\n", "patch 1")
+    series = SourceTree(tree, _git(tree, "rev-parse", "HEAD"), "7.0.0", "toy + 1",
+                        base=base.commit)
+    # the tree's own build first (it plants too: it may, in its own cache)
+    _git(tree, "checkout", "-q", "--detach", base.commit)
+    with objdir_for(base, cache) as objdir:
+        ok, text = build.incremental(base, objdir, BuildSpec(ccache=True), cache,
+                                     tmp_path / "base.log")
+        assert ok, text
+    for planted in (store_path / "planted", ccache.shared_dir(cache) / "planted"):
+        planted.unlink()
+    before = sorted(str(p) for p in store_path.rglob("*"))
+    assert any("/" in p for p in before), "the tree's build stored nothing"
+    _git(tree, "checkout", "-q", "--detach", series.commit)
     with objdir_for(series, cache) as objdir:
         ok, text = build.incremental(series, objdir, BuildSpec(ccache=True), cache,
                                      tmp_path / "make.log")
         assert ok, text
-        assert boxfiles.is_file(objdir, f"{build.OWN_CCACHE}/planted")
-    shared = build.ccache_dir(cache)
-    assert not (shared / "planted").exists()
-    assert not any(shared.rglob("*")), "a series' build wrote the shared ccache"
+        assert boxfiles.is_file(objdir, f"{ccache.OWN}/planted")
+    assert "Read-only file system" in text
+    assert sorted(str(p) for p in store_path.rglob("*")) == before
+    assert not (ccache.shared_dir(cache) / "planted").exists()
+    # the same f.c: the series' compile hit the tree's result in the store
+    stats = subprocess.run(["ccache", "-s"], capture_output=True, text=True,
+                           env={**os.environ, "CCACHE_DIR": str(objdir / ccache.OWN)}).stdout
+    remote = stats.split("storage:")[-1]
+    assert re.search(r"Hits:\s+1 /", remote), stats
 
 
 def test_a_dot_config_the_tree_links_to_a_secret_reaches_no_cache_or_run(tmp_path):

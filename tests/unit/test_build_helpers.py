@@ -1,4 +1,6 @@
 """build.collect_warnings and build.first_errors on make output as it looks."""
+import os
+
 from harness.build import collect_warnings, first_errors
 
 # a -j build: the same header warning arrives once per compilation unit that
@@ -171,39 +173,59 @@ def test_with_debug_info_the_object_directory_is_mapped_out_of_the_ccache_hash(
 
 
 def test_each_trust_domain_compiles_through_its_own_ccache(tmp_path):
-    """The tree as named shares the cache; a fetched tree (nightly's mirrors)
-    has one of its own; a series' code a layer in its object directory; and
-    every build reads ccache's settings from the harness's file."""
-    from harness import build
+    """The tree as named shares the cache and writes the shared store; a
+    fetched tree (nightly's mirrors) has a directory of its own; a series' code
+    a layer in its object directory; the store read-only to both; and every
+    build reads ccache's settings from the harness's file."""
+    from harness import build, ccache
     from harness.cache import Cache
     from harness.source import SourceTree
     cache, objdir = Cache(tmp_path / "cache"), tmp_path / "objdir"
     own = SourceTree(tmp_path / "tree", "a" * 40, "7.0.0", "tree")
     fetched = SourceTree(tmp_path / "mirror-tree", "a" * 40, "7.0.0", "tree", shared_cache=False)
     series = SourceTree(tmp_path / "tree", "b" * 40, "7.0.0", "tree + 1", base="a" * 40)
-    layers = [build.ccache_for(t, objdir, cache) for t in (own, fetched, series)]
-    assert layers[0] == build.ccache_dir(cache)
-    assert layers[1] != layers[0] and layers[1].is_relative_to(cache.root)
-    assert layers[2] == objdir / build.OWN_CCACHE
-    box = build.make_box(tmp_path / "tree", objdir, cache, ccache=layers[2])
-    assert build.ccache_dir(cache) not in box.write
-    assert build.ccache_config(cache) in box.read
+    layers = [ccache.layer(t, objdir, cache) for t in (own, fetched, series)]
+    store = ccache.store(cache)
+    assert layers[0] == ccache.Layer(ccache.shared_dir(cache), store, True)
+    assert layers[1].directory not in (layers[0].directory, store)
+    assert layers[1].store == store and not layers[1].store_writable
+    assert layers[2] == ccache.Layer(objdir / ccache.OWN, store, False)
+    box = build.make_box(tmp_path / "tree", objdir, cache, layer=layers[2])
+    assert ccache.shared_dir(cache) not in box.write and store not in box.write
+    assert ccache.config(cache) in box.read and store in box.read
+    trusted_box = build.make_box(tmp_path / "tree", objdir, cache, layer=layers[0])
+    assert store in trusted_box.write and ccache.shared_dir(cache) in trusted_box.write
     env = build.make_env(cache, layers[2])
-    assert env["CCACHE_DIR"] == str(layers[2])
-    assert env["CCACHE_CONFIGPATH"] == str(build.ccache_config(cache))
+    assert env["CCACHE_DIR"] == str(objdir / ccache.OWN)
+    assert env["CCACHE_CONFIGPATH"] == str(ccache.config(cache))
+    assert env["CCACHE_SECONDARY_STORAGE"] == f"file:{store}|read-only"
+    assert build.make_env(cache)["CCACHE_REMOTE_STORAGE"] == f"file:{store}"
 
 
 def test_a_ccache_older_than_the_trust_domains_is_started_again_once(tmp_path, monkeypatch):
     """A series' build could write the shared ccache before the trust
     domains: its entries are not kept; later ones are."""
-    from harness import build
+    from harness import ccache
     from harness.cache import Cache
     monkeypatch.delenv("CCACHE_DIR", raising=False)
     cache = Cache(tmp_path / "cache")
     old = cache.root / "ccache" / "a" / "b"
     old.mkdir(parents=True)
     (old / "planted-result").write_text("x")
-    path = build.ccache_dir(cache)
+    path = ccache.shared_dir(cache)
     assert path == cache.root / "ccache" and not any(path.rglob("*"))
     (path / "kept").write_text("y")
-    assert (build.ccache_dir(cache) / "kept").exists()
+    assert (ccache.shared_dir(cache) / "kept").exists()
+
+
+def test_the_shared_store_is_trimmed_oldest_first(tmp_path):
+    from harness import ccache
+    for i in range(10):
+        path = tmp_path / f"{i:02d}" / "result"
+        path.parent.mkdir()
+        path.write_bytes(b"x" * 1000)
+        os.utime(path, (1000 + i, 1000 + i))
+    assert ccache.trim(tmp_path, limit=20_000) == 0
+    assert ccache.trim(tmp_path, limit=8_000) == 4000      # down to three quarters
+    left = sorted(p.parent.name for p in tmp_path.rglob("result"))
+    assert left == ["04", "05", "06", "07", "08", "09"]
