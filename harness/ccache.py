@@ -55,6 +55,10 @@ class Layer:
             url = f"file:{self.store}" + ("" if self.store_writable else "|read-only")
             # ccache 4.7 reads the first name, 4.8 and later the second
             out["CCACHE_SECONDARY_STORAGE"] = out["CCACHE_REMOTE_STORAGE"] = url
+            if self.store_writable:
+                # a hit in the shared directory is stored too: the store
+                # catches up with a directory filled before it existed
+                out["CCACHE_RESHARE"] = "1"
         return out
 
 
