@@ -300,7 +300,7 @@ def test_a_series_build_compiles_through_a_layer_of_its_own(tmp_path):
     stats = subprocess.run(["ccache", "-s"], capture_output=True, text=True,
                            env={**os.environ, "CCACHE_DIR": str(objdir / ccache.OWN)}).stdout
     remote = stats.split("storage:")[-1]
-    assert re.search(r"Hits:\s+1 /", remote), stats
+    assert re.search(r"Hits:\s+[1-9]", remote), stats
 
 
 def test_a_dot_config_the_tree_links_to_a_secret_reaches_no_cache_or_run(tmp_path):
