@@ -135,13 +135,22 @@ def incremental(tree: SourceTree, objdir: Path, spec: BuildSpec, cache: Cache,
     return result.ok, text
 
 
+def kernel_key(tree: SourceTree, config: ConfigReport) -> str:
+    """The build cache's key of `tree` with `config`: tree.content (the
+    commit, and a working tree's uncommitted edits), the .config, the compiler."""
+    return digest(tree.content, config.config_hash, compiler_id(), "bzImage modules")
+
+
+def is_cached(tree: SourceTree, config: ConfigReport, cache: Cache) -> bool:
+    return cache.get("kernels", kernel_key(tree, config)) is not None
+
+
 def build(tree: SourceTree, config: ConfigReport, objdir: Path, spec: BuildSpec,
           cache: Cache, log: Path,
           meter: Callable[[str, float | None], None] | None = None) -> KernelBuild:
     """The kernel of `tree` with `config`, from the build cache or made in
     `objdir`; `meter`: readings of make's progress (buildwatch.py)."""
-    # tree.content: the commit, and a working tree's uncommitted edits
-    key = digest(tree.content, config.config_hash, compiler_id(), "bzImage modules")
+    key = kernel_key(tree, config)
     entry = cache.get("kernels", key)
     if entry is None:
         with cache.lock("kernels", key):

@@ -42,7 +42,7 @@ from .results.model import (ConfigChange, CrashRecord, ExpectationsSummary, Kcon
                             Status, TestRecord)
 from .series import check as patchcheck
 from .source import apt
-from .source.objdir import objdir_for
+from .source.objdir import holds_trusted, objdir_for
 from .suites import expectations, repeat, retry
 from .suites.plugin import SuiteContext, SuiteNode
 from .vm import topology
@@ -173,6 +173,11 @@ def kernel(run: Run) -> Kernel:
             result.kconfig = section
             kconfig.check(report)
         with run.stages("build") as info:
+            if not tree.trusted and not build.is_cached(tree, report, cache) \
+                    and not holds_trusted(objdir, cache):
+                run.say(f"base {tree.base[:12]}: built first in {objdir} (it holds none "
+                        "of the tree's own objects), the series' top over it")
+                patchcheck.base_first(plan, cache, tree, objdir, logs)
             kb = build.build(tree, report, objdir, plan.build, cache, logs / "build.log",
                              meter=run.meter)
             order = boxfiles.read_optional(objdir, "modules.order", "modules.order")

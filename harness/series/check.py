@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import replace
 
 from pathlib import Path
 from typing import Callable
@@ -17,7 +18,7 @@ from ..cache import Cache
 from ..errors import EXIT_FAIL, SeriesError
 from ..plan import Plan
 from ..results.model import ConfigChange, PatchResult
-from .apply import AppliedPatch
+from .apply import AppliedPatch, checkout_base
 from ..source import SourceTree
 
 _CHECKPATCH = re.compile(r"^(?P<file>[^\s:]+):(?P<line>\d+): (?P<level>ERROR|WARNING|CHECK):"
@@ -172,3 +173,22 @@ def _split_known(text: str, tree: Path) -> tuple[str, str, str] | None:
     if not m:
         return None
     return normalise_path(m.group(1), tree), m.group(2), m.group(3)
+
+
+def base_first(plan: Plan, cache: Cache, top: SourceTree, objdir: Path, logs: Path) -> None:
+    """The series' base built in the object directory before the series' top
+    (which then builds over it, incrementally). Built the other way round,
+    everything would compile through the series' own ccache layer, and the
+    tree's own next build (a bisect's base, the next series) would compile
+    everything again. HEAD is back on the top afterwards."""
+    base = replace(top, commit=top.base, base="", origin=top.origin.split(" + ")[0])
+    checkout_base(base, logs / "series.log")
+    try:
+        kconfig.configure(base, objdir, plan.kconfig, cache, logs / "kconfig.log")
+        log = logs / "base-build.log"
+        ok, text = build.incremental(base, objdir, plan.build, cache, log)
+        if not ok:
+            raise SeriesError(f"the base does not build ({base.origin}); first errors:\n"
+                              f"{build.first_errors(text)}\nfull log: {log}", EXIT_FAIL)
+    finally:
+        checkout_base(top, logs / "series.log")

@@ -132,6 +132,17 @@ def _record(objdir: Path, cache: Cache, built: Built) -> None:
     scratch.replace(path)
 
 
+def holds_trusted(objdir: Path, cache: Cache) -> bool:
+    """Does `objdir` hold (or keep aside) objects of the tree as named? A
+    series built where it does not would compile everything through its own
+    layer, and the tree's next build would too (pipeline builds the base
+    first then)."""
+    last = last_built(objdir, cache)
+    if _trusted_copy(objdir, cache).exists():
+        return True
+    return last is not None and last.trusted and _holds_objects(objdir)
+
+
 def forget(objdir: Path, cache: Cache) -> None:
     """Start the object directory again (and drop its trusted copy)."""
     for path in (objdir, _trusted_copy(objdir, cache)):
