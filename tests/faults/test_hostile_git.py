@@ -179,14 +179,19 @@ def test_the_working_tree_mode_runs_no_code_of_the_checkout(hostile):
     h.assert_nothing_ran()
 
 
+def kernel_repo(path: Path) -> Path:
+    """A toy kernel tree at `path`, a git repository with one commit."""
+    path.mkdir()
+    kernel_files(path)
+    git(path, "init", "-q")
+    git(path, "add", ".")
+    git(path, "commit", "-qm", "one")
+    return path
+
+
 def test_a_tree_that_borrows_objects_from_outside_is_refused(tmp_path):
     store = tmp_path / "store.git"
-    upstream = tmp_path / "upstream"
-    upstream.mkdir()
-    kernel_files(upstream)
-    git(upstream, "init", "-q")
-    git(upstream, "add", ".")
-    git(upstream, "commit", "-qm", "one")
+    upstream = kernel_repo(tmp_path / "upstream")
     git(tmp_path, "clone", "-q", "--bare", str(upstream), str(store))
     user = tmp_path / "linux"
     git(tmp_path, "clone", "-q", "--shared", str(store), str(user))
@@ -251,12 +256,7 @@ def box_tree(tmp_path: Path) -> tuple[Path, Path, Path]:
     """A user's repository whose config holds a token, its worktree in a
     cache directory, and a clone borrowing from a store with a file in its
     objects directory: (worktree, user repository, borrowing clone)."""
-    user = tmp_path / "linux"
-    user.mkdir()
-    kernel_files(user)
-    git(user, "init", "-q")
-    git(user, "add", ".")
-    git(user, "commit", "-qm", "one")
+    user = kernel_repo(tmp_path / "linux")
     git(user, "remote", "add", "origin", "https://someone:tok-SECRET@git.example.org/l.git")
     worktree = tmp_path / "cache" / "wt"
     git(user, "worktree", "add", "-q", "--detach", str(worktree), "HEAD")
