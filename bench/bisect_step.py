@@ -36,7 +36,9 @@ sys.path.insert(0, str(ROOT))
 
 from rich.console import Console  # noqa: E402
 
-from harness import plan as plan_mod, proc, runner, series, source  # noqa: E402
+from harness.plan import plan as plan_mod  # noqa: E402
+from harness import proc, series, source  # noqa: E402
+from harness.pipeline import runner  # noqa: E402
 from harness.source.objdir import objdir_for  # noqa: E402
 from harness.bisect.ranges import SeriesRange  # noqa: E402
 from harness.bisect.steps import Target, make_oracle  # noqa: E402

@@ -61,11 +61,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import image, pipeline, plan as plan_mod, proc
+from harness.image import image
+from harness.pipeline import stages as pipeline
+from harness.plan import plan as plan_mod
+from harness import proc
 from harness.vm import qemu as qemu_backend
 from harness.cache import Cache, write_atomic
-from harness.pipeline import Run, Stages
-from harness.plan import VmSpec
+from harness.pipeline.stages import Run, Stages
+from harness.plan.plan import VmSpec
 from harness.results.model import RunResult
 from harness.vm import topology
 from harness.vm.accel import QEMU, AccelChoice, choose

@@ -46,7 +46,7 @@ def _compare(runs: Path) -> int:
     import contextlib
     import io
 
-    from harness.cli import main as cli
+    from harness.cli.main import main as cli
     with contextlib.redirect_stdout(io.StringIO()):
         return cli(["compare", "--runs-dir", str(runs), "--json"])
 

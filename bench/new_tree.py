@@ -33,7 +33,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import overrides, pipeline, plan as plan_mod, proc, source  # noqa: E402
+from harness.plan import overrides, plan as plan_mod  # noqa: E402
+from harness.pipeline import stages as pipeline  # noqa: E402
+from harness import proc, source  # noqa: E402
 from harness.cache import Cache  # noqa: E402
 from harness.source import GIT_ENV  # noqa: E402
 

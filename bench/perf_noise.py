@@ -45,7 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import plan as plan_mod  # noqa: E402
+from harness.plan import plan as plan_mod  # noqa: E402
 from harness.results.baseline import compare_samples  # noqa: E402
 from harness.results.perfstats import median  # noqa: E402
 from harness.results.model import RunResult, Status, TestRecord, load_run  # noqa: E402

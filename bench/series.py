@@ -23,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import plan as plan_mod, proc, series, source  # noqa: E402
+from harness.plan import plan as plan_mod  # noqa: E402
+from harness import proc, series, source  # noqa: E402
 from harness.source.objdir import objdir_for  # noqa: E402
 from harness.series import check as patchcheck  # noqa: E402
 from harness.cache import Cache  # noqa: E402

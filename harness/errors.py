@@ -86,7 +86,7 @@ class ProcError(HarnessError):
 
 
 class SelftestError(HarnessError):
-    """The kernel tree's own selftests (harness/selftests.py) did not build."""
+    """The kernel tree's own selftests (harness/build/selftests.py) did not build."""
 
     stage = "selftests"
     default_exit = EXIT_FAIL

@@ -13,7 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import build, image, overrides, pipeline, plan as plan_mod, source
+from harness.build import build
+from harness.image import image
+from harness.plan import overrides, plan as plan_mod
+from harness.pipeline import stages as pipeline
+from harness import source
 from harness.cache import Cache
 
 QUICKSTART = plan_mod.PROJECT_ROOT / "plans" / "quickstart.yaml"
@@ -22,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent      # the checkout: cwd of the ha
 # The tests run on Debian's 7.2.x, whatever newer 7.x the quickstart would take:
 # one kernel the CI machine keeps built, and the one the demo series and the
 # golden logs were written for. Every `harness` the tests start inherits the
-# pin ($HARNESS_SET, harness/overrides.py); the fixtures below load it too. A
+# pin ($HARNESS_SET, harness/plan/overrides.py); the fixtures below load it too. A
 # test about the newest version names its package itself (--set wins).
 PIN = "kernel.debian_package=linux-source-7.2 kernel.debian_version=7.2.*"
 os.environ[overrides.ENV] = PIN

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from ..cache import Cache
 from ..errors import EXIT_FAIL, HarnessError
-from ..plan import Plan
+from ..plan.plan import Plan
 from ..report import write_report
 from ..results import history
 from ..results.model import FAILED, RunResult, SuspectedPatch, first_failure

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
-from .. import overrides, plan as plan_mod
+from ..plan import overrides, plan as plan_mod
 from ..cache import Cache
 from ..errors import (EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError,
                       PlanError)

@@ -12,7 +12,7 @@ from pathlib import Path
 from .. import series
 from ..cache import digest, file_digest
 from ..errors import EXIT_BAD_INPUT, PlanError
-from ..plan import Plan
+from ..plan.plan import Plan
 from ..results.reproducer import numbered
 from ..source import git
 

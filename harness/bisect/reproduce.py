@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import plan as plan_mod
+from ..plan import plan as plan_mod
 from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
 from ..inputs import CACHE_DIR_HELP, count
@@ -50,7 +50,7 @@ def add_parser(sub) -> None:
 
 
 def reproduce_command(args: argparse.Namespace, console: Console) -> int:
-    from .. import runner     # the pipeline: not for `harness --help`
+    from ..pipeline import runner     # the pipeline: not for `harness --help`
     try:
         plan, target = plan_for(args.run_dir, Target(args.test, args.crash), args.repeat)
         cache = Cache(args.cache_dir)

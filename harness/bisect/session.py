@@ -18,7 +18,7 @@ from .. import runmode
 from ..cache import Cache, digest, write_atomic
 from ..errors import EXIT_BAD_INPUT, PlanError
 from ..inputs import load_json, quote
-from ..plan import Plan
+from ..plan.plan import Plan
 from ..results.codec import from_plain, to_plain
 from ..results.model import RunResult
 from ..results.model_bisect import NoopCheck

@@ -26,10 +26,10 @@ from typing import Callable, Sequence
 
 from rich.console import Console
 
-from .. import plan as plan_mod
+from ..plan import plan as plan_mod
 from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, PlanError
-from ..plan import Plan
+from ..plan.plan import Plan
 from ..results.baseline import SUITE as PERF_SUITE
 from ..results.perfstats import direction, median, worse_percent
 from ..results import perfstats
@@ -338,7 +338,7 @@ def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
     in_boot = bool(target.tests) and not target.crash and not target.perf
 
     def oracle(index: int) -> Step:
-        from .. import runner     # the pipeline: imported by a bisect, not by --help
+        from ..pipeline import runner     # the pipeline: imported by a bisect, not by --help
         plan = dataclasses.replace(narrow(rng.plan_for(index), target),
                                    name=f"{rng.plan.name}-bisect-{index}")
         if in_boot:

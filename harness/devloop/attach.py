@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, DevloopError, GuestError
-from ..guest import Session
+from ..vm.guest import Session
 from ..vm import NodeSpec
 from ..vm.node import Node
 from ..vm.qemu import QMP_TIMEOUT, qmp_once

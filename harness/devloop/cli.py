@@ -29,7 +29,7 @@ from ..results.verdict import decide
 from . import follow, registry, verify
 
 if TYPE_CHECKING:
-    from ..pipeline import Run
+    from ..pipeline.stages import Run
 
 DEFAULT_TTL = "2h"
 NODE_NAME = re.compile(r"^node\d+$")
@@ -114,7 +114,7 @@ def keep_run(plan, args, console: Console, why: str, series=None, selection=None
     failure: only when the run fails) and lives on as their supervisor.
     `series`: the plan's series as the command line read them; `selection`:
     why its suites run (resolve.select_suites)."""
-    from .. import runner          # the pipeline: only a run pays its imports
+    from ..pipeline import runner          # the pipeline: only a run pays its imports
     from . import supervisor
     ttl = parse_ttl(args.ttl or DEFAULT_TTL)
     cache = Cache(args.cache_dir)

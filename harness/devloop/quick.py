@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import boxfiles, proc
-from ..build import first_errors, make_argv, make_box, make_env
+from ..build.build import first_errors, make_argv, make_box, make_env
 from ..cache import Cache
 from ..errors import EXIT_FAIL, BuildError
-from ..plan import BuildSpec
+from ..plan.plan import BuildSpec
 
 _UNDEFINED = re.compile(r'modpost: "(\S+)" \[(\S+)\] undefined!')
 

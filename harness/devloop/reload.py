@@ -15,15 +15,20 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import boxfiles, build, pipeline, plan as plan_mod, resolve, runner, selftests, source
+from .. import boxfiles, source
+from ..build import build
+from ..pipeline import stages as pipeline, resolve, runner
+from ..plan import plan as plan_mod
 from ..cache import Cache, digest, file_digest
 from ..errors import EXIT_BAD_INPUT, HarnessError, PlanError
-from ..pipeline import Run
+from ..pipeline.stages import Run
 from ..source.objdir import objdir_for
 from ..results.model import NodeRecord, ReloadRecord
 from ..results.safe import printable
-from ..plan import WORKING_TREE
-from . import modules, quick, registry, supervisor
+from ..plan.plan import WORKING_TREE
+from ..suites import hotswap as modules
+from ..suites import registry as suite_registry
+from . import quick, registry, supervisor
 from .attach import AttachedNode, attach
 
 
@@ -115,7 +120,8 @@ def _fast(state: Run, entry: registry.KeptRun, old: build.KernelBuild
     """quick.py's fast path, taken when it applies: the source and build
     stages then build only the changed modules. None: the whole build."""
     plan = state.plan
-    if plan.kernel.ref != WORKING_TREE or not entry.built_at or selftests.wanted(plan.suites):
+    if (plan.kernel.ref != WORKING_TREE or not entry.built_at
+            or suite_registry.artifacts(plan.suites)):
         return None
     kept = plan_mod.load(entry.plan_file, as_run=True)
     if (kept.kernel, kept.kconfig, kept.build) != (plan.kernel, plan.kconfig, plan.build):

@@ -23,10 +23,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from .. import build, pipeline, runmode
+from ..build import build
+from ..pipeline import stages as pipeline
+from .. import runmode
 from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, DevloopError
-from ..pipeline import Run
+from ..pipeline.stages import Run
 from ..vm.node import Node
 from ..vm.qemu import QemuNode
 from . import registry, verify

@@ -44,7 +44,7 @@ def is_harness_run(argv: list[str]) -> bool:
     if not argv or not _PYTHON.fullmatch(os.path.basename(argv[0])):
         return False
     for i, word in enumerate(argv[1:], 1):
-        if word == "-m" and argv[i + 1:i + 2] in (["harness"], ["harness.cli"]):
+        if word == "-m" and argv[i + 1:i + 2] in (["harness"], ["harness.cli.main"]):
             rest = argv[i + 2:]
         elif os.path.basename(word) == "harness" and not word.startswith("-"):
             rest = argv[i + 1:]

@@ -23,7 +23,7 @@ from .explain import Explanation, explain_missing
 from .renames import Rename, find_renames
 from .fragments import Request, effective_requests, fragment_path, read_config, write_chosen
 from .tool import KconfigDB, KconfigTool
-from ..plan import KconfigSpec
+from ..plan.plan import KconfigSpec
 from ..results.model import KconfigResult, MissingSymbol, RequestedSymbol, UnknownSymbol
 from ..source import SourceTree
 from ..source.objdir import claim

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..dotconfig import NOT_SET, SETTING, diff, parse_config, read_config  # noqa: F401
 from ..errors import EXIT_BAD_INPUT, ConfigError
 from ..inputs import quote, read_text
-from ..plan import PROJECT_ROOT
+from ..plan.plan import PROJECT_ROOT
 
 KCONFIG_DIR = PROJECT_ROOT / "kconfigs"
 # a comment line "# override: <reason>" just above a setting: it may change a

@@ -16,7 +16,7 @@ from ..results.safe import printable
 from . import config as config_mod
 from .matrix import expand, parse_shard, shard
 from .ledger import Ledger
-from .model import KINDS
+from ..results.model_nightly import KINDS
 from .night import Night
 
 # the terminal, a CI job's cancel, a closed SSH session

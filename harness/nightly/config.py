@@ -28,11 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .. import plan as plan_mod
+from ..plan import plan as plan_mod
 from ..errors import PlanError
 from ..inputs import check_name, load_yaml, not_option, quote
-from ..debian_source import check_debian_source
-from ..plan import PROJECT_ROOT, from_mapping
+from ..plan.debian_source import check_debian_source
+from ..plan.plan import PROJECT_ROOT, from_mapping
 
 # what a git source's mirror is cloned from, besides an existing local path
 # and git's scp-like ssh form [user@]host:path (plain http: use https)

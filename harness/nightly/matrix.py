@@ -11,7 +11,7 @@ import statistics
 
 from ..errors import EXIT_BAD_INPUT, PlanError
 from .config import NightlyConfig
-from .model import Job
+from ..results.model_nightly import Job
 
 DEFAULT_SECONDS = 600.0      # a job never measured, in a nightly never measured
 

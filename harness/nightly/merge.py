@@ -5,18 +5,23 @@ nightly.json merged, the history index rebuilt from the run directories. The
 merged directory then reads as if one machine had run the whole matrix."""
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import stat
 import shutil
 from pathlib import Path
 
+from rich.console import Console
+
 from .. import runmode
 from ..cache import write_atomic
-from ..errors import EXIT_BAD_INPUT, HarnessError
+from ..errors import EXIT_BAD_INPUT, HarnessError, PlanError
+from ..report import cli as report_cli
+from ..results.safe import printable
 from ..results import history
 from .ledger import Ledger
-from .model import NightlyResult
+from ..results.model_nightly import NightlyResult
 
 
 def _copy_run(src: Path, dest: Path) -> None:
@@ -70,3 +75,20 @@ def merge(dirs: list[Path], out: Path) -> NightlyResult:
     write_atomic(out / "nightly.json", json.dumps(merged.to_dict(), indent=1))
     history.rebuild(history.default_path(out), out)
     return merged
+
+
+def merge_command(args: argparse.Namespace, console: Console) -> int:
+    """`harness report --merge DIR...`: the shards joined into --runs-dir,
+    then the night's page there (report/cli.py writes it)."""
+    try:
+        if args.runs or args.nightly is not None:
+            raise PlanError("--merge DIR...: not with run directories or --nightly")
+        merged = merge(args.merge, args.runs_dir)
+    except HarnessError as exc:
+        console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
+        return exc.exit_code
+    console.print(printable(f"merged {len(args.merge)} shard(s) of {merged.name}: "
+                            f"{len(merged.jobs)} of {merged.matrix} jobs in "
+                            f"{args.runs_dir}"), soft_wrap=True)
+    args.nightly, args.merge = args.runs_dir, None
+    return report_cli.report_command(args, console)

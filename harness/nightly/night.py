@@ -31,7 +31,7 @@ from .config import NightlyConfig, SourceSpec
 from .heads import Head, heads
 from .ledger import Entry, Ledger
 from .matrix import expand, shard
-from .model import FAILED_TO_RUN, RAN, SKIPPED, Job, JobNight, NightlyResult
+from ..results.model_nightly import FAILED_TO_RUN, RAN, SKIPPED, Job, JobNight, NightlyResult
 
 RUN_TIMEOUT = 6 * 3600
 # an interrupted night's job: SIGTERM, then this long for `harness run` to stop

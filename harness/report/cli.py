@@ -12,7 +12,7 @@ from rich.console import Console
 from ..inputs import quote, runs_dir
 from ..cache import write_atomic
 from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
-from ..nightly.model import NightlyResult
+from ..results.model_nightly import NightlyResult
 from ..results import history, history_db
 from ..results.model import load_run
 from ..results.safe import printable
@@ -82,15 +82,6 @@ def _output(args: argparse.Namespace, default: Path) -> Path | None:
 
 def report_command(args: argparse.Namespace, console: Console) -> int:
     try:
-        if args.merge is not None:
-            if args.runs or args.nightly is not None:
-                raise PlanError("--merge DIR...: not with run directories or --nightly")
-            from ..nightly.merge import merge
-            merged = merge(args.merge, args.runs_dir)
-            console.print(printable(f"merged {len(args.merge)} shard(s) of {merged.name}: "
-                                    f"{len(merged.jobs)} of {merged.matrix} jobs in "
-                                    f"{args.runs_dir}"), soft_wrap=True)
-            args.nightly = args.runs_dir
         if args.nightly is not None and args.runs:
             raise PlanError("give run directories or --nightly DIR, not both")
         if args.nightly is None and not args.runs:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
-from ..nightly.model import KINDS, JobNight, NightlyResult
+from ..results.model_nightly import KINDS, JobNight, NightlyResult
 from .changes import SHOWN, change, crash_change
 from .gather import clean, first_line
 from .view import JobView, NightlyPage

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..cache import write_atomic
-from ..nightly.model import NightlyResult
+from ..results.model_nightly import NightlyResult
 from ..results import history
 from ..results.model import RunResult, Verdict, run_order
 from . import changes, gather, plots, render, trends

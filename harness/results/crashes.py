@@ -16,7 +16,7 @@ from . import blame
 from .model import CrashRecord, SeriesResult
 
 if TYPE_CHECKING:
-    from ..plan import Waiver
+    from ..plan.plan import Waiver
 
 
 class Hang(Protocol):

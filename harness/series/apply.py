@@ -25,7 +25,7 @@ from typing import Callable
 from .. import proc, sandbox
 from ..errors import EXIT_BAD_INPUT, SeriesError
 from ..inputs import as_name, check_name, inside, load_yaml, quote, read_bytes
-from ..plan import PROJECT_ROOT
+from ..plan.plan import PROJECT_ROOT
 from ..source import GIT_ENV, SourceTree, git, object_id
 
 PATCHES_DIR = PROJECT_ROOT / "patches"

@@ -13,10 +13,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
-from .. import build, kconfig, proc, sandbox
+from ..build import build
+from .. import kconfig, proc, sandbox
 from ..cache import Cache
 from ..errors import EXIT_FAIL, SeriesError
-from ..plan import Plan
+from ..plan.plan import Plan
 from ..results.model import ConfigChange, PatchResult
 from .apply import AppliedPatch, checkout_base
 from ..source import SourceTree

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..cache import Cache
-from ..plan import WORKING_TREE, KernelSpec
+from ..plan.plan import WORKING_TREE, KernelSpec
 from . import tree, working
 from .tree import (GIT_ENV, SourceTree, check_kernel_tree, git,  # noqa: F401
                    kernel_version, object_id)

@@ -23,7 +23,7 @@ from .. import gitsafe, proc
 from .apt import PrivateApt
 from ..cache import Cache, digest
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, SourceError
-from ..plan import KernelSpec
+from ..plan.plan import KernelSpec
 
 # A fixed identity and date make the imported commit reproducible: the same
 # package version gives the same commit id on every machine (a stable cache key).

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .. import gitsafe, proc
 from ..errors import EXIT_BAD_INPUT, SourceError
-from ..plan import WORKING_TREE, KernelSpec
+from ..plan.plan import WORKING_TREE, KernelSpec
 from .tree import (KCONFIG_INPUTS, SourceTree, check_kernel_tree, git, is_bare, kernel_version,
                    refuse_borrowed)
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from ..guest import CommandResult
+    from ..vm.guest import CommandResult
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import pytest
 from .. import detect
 from ..detect import markers
 from ..errors import EXIT_INFRA, HarnessError
-from ..guest import Session
+from ..vm.guest import Session
 from ..results.model import FAILED, Status, TestRecord
 from .expectations import Expectations
 from .select import item_wanted
@@ -58,7 +58,7 @@ class SuiteContext:
     waived: Callable[[Any], Any] = lambda crash: None
     # where add_record sends a row; HarnessPlugin sets it (records order, progress)
     record_sink: Callable[[TestRecord], None] | None = None
-    artifacts: dict[str, Path] = field(default_factory=dict)  # harness/selftests.py builds
+    artifacts: dict[str, Path] = field(default_factory=dict)  # harness/build/selftests.py builds
     # known failures: a failing row they name becomes xfail, a passing one xpass
     expectations: Expectations = field(default_factory=Expectations)
     test_id: str = ""         # the running test's marker_id(); HarnessPlugin sets it

@@ -12,7 +12,7 @@ pytest module(s) and a suite.yaml:
     needs:                           # all optional
       fragments: [rdma]              # kconfig fragments (kconfigs/<name>.config)
       packages: [rdma-core]          # guest packages the image recipe installs
-      artifacts: [hmm-tests]         # host-built, harness/selftests.py
+      artifacts: [hmm-tests]         # host-built, harness/build/selftests.py
       devices:                       # extra QEMU devices, per node
         node1:
           files: {disk.img: 64}      # sparse backing files (MiB) in the node's directory
@@ -36,6 +36,7 @@ import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from collections.abc import Iterable
 
 from ..errors import EXIT_BAD_INPUT, SuiteError
 from ..inputs import load_yaml
@@ -248,3 +249,10 @@ def default(key: str) -> tuple[str, ...]:
 def extra_devices(names: tuple[str, ...] | list[str]) -> tuple[ExtraDevices, ...]:
     """The QEMU devices the named suites add, in the plan's order."""
     return tuple(d for n in names if (s := get(n)) for d in s.needs.devices)
+
+
+def artifacts(suites: Iterable[str]) -> tuple[str, ...]:
+    """The programs built from the tree (build/selftests.py) that these
+    suites need, in order, without repeats."""
+    specs = [get(name) for name in suites]
+    return tuple(dict.fromkeys(a for s in specs if s for a in s.needs.artifacts))

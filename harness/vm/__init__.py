@@ -9,7 +9,7 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 
-from ..plan import VmSpec
+from ..plan.plan import VmSpec
 
 
 @dataclass(frozen=True)

@@ -17,10 +17,10 @@ from pathlib import Path
 import paramiko
 
 from .. import proc
-from ..build import KernelBuild
+from ..build.build import KernelBuild
 from ..errors import EXIT_INFRA, BootError
-from ..guest import HostKeyMismatch, Session
-from ..image import GuestImage
+from .guest import HostKeyMismatch, Session
+from ..image.image import GuestImage
 from . import NODE_DIR, ExtraDevices, NodeSpec, free_port
 from .watchdog import Hang
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness import plan as plan_mod
-from harness import runner
+from harness.plan import plan as plan_mod
+from harness.pipeline import runner
 from harness.cache import Cache
 from harness.errors import EXIT_INFRA
 
@@ -81,10 +81,10 @@ def test_a_make_that_finds_the_disk_full_is_not_a_kernel_failure(tmp_path, monke
     """make's own ENOSPC ("No space left on device") was a "kernel build
     failed" verdict (exit 1). A `make` that says so (first on PATH) stands in
     for a full object directory's file system."""
-    from harness import build
+    from harness.build import build
     from harness.errors import BuildError
     from harness.kconfig import ConfigReport
-    from harness.plan import BuildSpec
+    from harness.plan.plan import BuildSpec
     from harness.source import SourceTree
     tmp_path.chmod(0o755)         # the tree: the sandbox user reads it when root
     bin_dir = tmp_path / "bin"

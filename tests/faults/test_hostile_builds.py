@@ -26,11 +26,12 @@ import pytest
 import importlib
 import re
 
-from harness import boxfiles, build, ccache, kconfig, sandbox
+from harness import boxfiles, kconfig, sandbox
+from harness.build import build, ccache
 from harness.cache import Cache
 from harness.errors import EXIT_BAD_INPUT, HarnessError
 from harness.kconfig import ConfigReport
-from harness.plan import BuildSpec, KconfigSpec
+from harness.plan.plan import BuildSpec, KconfigSpec
 from harness.source import SourceTree
 from harness.source.objdir import claim, last_built, objdir_for
 

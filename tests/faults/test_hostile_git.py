@@ -24,7 +24,7 @@ from harness import proc, sandbox, series
 from harness.cache import Cache
 from harness.errors import EXIT_BAD_INPUT, SeriesError, SourceError
 from harness.kconfig import renames
-from harness.plan import WORKING_TREE, KernelSpec
+from harness.plan.plan import WORKING_TREE, KernelSpec
 from harness.results import blame
 from harness.results.model import CrashRecord
 from harness.source import prepare, working

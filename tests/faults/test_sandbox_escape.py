@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from harness import build, proc, sandbox
+from harness.build import build
+from harness import proc, sandbox
 from harness.cache import Cache
-from harness.plan import BuildSpec
+from harness.plan.plan import BuildSpec
 
 pytestmark = pytest.mark.skipif(
     not sandbox.enabled() or not os.path.exists("/usr/bin/bwrap"),

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from harness.errors import BootError
-from harness.plan import VmSpec
+from harness.plan.plan import VmSpec
 from harness.vm import topology
 from harness.vm.accel import choose
 from harness.vm.qemu import BootConfig, QemuNode
@@ -83,7 +83,7 @@ def test_guest_that_never_answers_is_a_boot_failure_with_console_tail(
 
 def test_systemd_is_selectable(kernel, modules_disk, accel, cache, logs, tmp_path,
                                no_qemu_left_behind):
-    from harness.image import build_image
+    from harness.image.image import build_image
     systemd_image = build_image("trixie-rdma-systemd", cache, logs / "image-systemd.log")
     boot = boot_config(kernel, systemd_image, modules_disk, accel,
                        extra_cmdline="harness.init=systemd")
@@ -99,7 +99,7 @@ def test_systemd_is_selectable(kernel, modules_disk, accel, cache, logs, tmp_pat
 
 
 def test_doctor_probes_kvm_with_a_real_boot(kernel):
-    from harness.doctor import checks
+    from harness.cli.doctor import checks
     kvm = next(c for c in checks() if c.name == "kvm")
     if os.access("/dev/kvm", os.R_OK | os.W_OK):
         assert kvm.detail.startswith("probe boot of "), kvm.detail

@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from harness.plan import VmSpec
+from harness.plan.plan import VmSpec
 from harness.cache import default_root
 from harness.vm import dac, topology
 from harness.vm.libvirt import DEFAULT_URI, domain_xml, stage_locally

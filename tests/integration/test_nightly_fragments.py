@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from harness import plan as plan_mod, source
+from harness.plan import plan as plan_mod
+from harness import source
 from harness.nightly import config as config_mod
 from harness.nightly.heads import debian_head
 

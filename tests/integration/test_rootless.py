@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import overrides
+from harness.plan import overrides
 from harness.source.objdir import OBJDIR
 
 from ..conftest import REPO

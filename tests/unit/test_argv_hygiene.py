@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import plan as plan_mod
+from harness.plan import plan as plan_mod
 from harness import series
 from harness.bisect.ranges import GitRange
 from harness.cache import Cache

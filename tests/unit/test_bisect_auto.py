@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness import plan as plan_mod
+from harness.plan import plan as plan_mod
 from harness.bisect import auto, session
 from harness.cache import Cache
 from harness.results.model import (PerfComparison, RunResult, SuspectedPatch,

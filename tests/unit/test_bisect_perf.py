@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness import plan as plan_mod
-from harness import runner
+from harness.plan import plan as plan_mod
+from harness.pipeline import runner
 from harness.bisect import cli as bisect_cli
 from harness.bisect import search, session
 from harness.bisect.search import BAD, GOOD, SKIP, State, Step

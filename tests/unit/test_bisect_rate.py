@@ -9,8 +9,8 @@ import dataclasses
 import math
 from pathlib import Path
 
-from harness import plan as plan_mod
-from harness import runner
+from harness.plan import plan as plan_mod
+from harness.pipeline import runner
 from harness.bisect import auto, rate, steps
 from harness.bisect.search import BAD, GOOD, SKIP, Step
 from harness.bisect.steps import Target

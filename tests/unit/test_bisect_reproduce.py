@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness import plan as plan_mod
+from harness.plan import plan as plan_mod
 from harness.bisect import reproduce
 from harness.bisect.steps import Target
 from harness.errors import PlanError

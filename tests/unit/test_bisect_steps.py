@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import plan as plan_mod
+from harness.plan import plan as plan_mod
 from harness.bisect import cli as bisect_cli
 from harness.bisect import search, session
 from harness.bisect.ranges import GitRange, SeriesRange

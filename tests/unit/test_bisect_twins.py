@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import runner
+from harness.pipeline import runner
 from harness.bisect import steps, twins
 from harness.bisect.search import BAD, GOOD, Step
 from harness.bisect.steps import Target
@@ -63,7 +63,7 @@ def test_settle_takes_the_majority_and_the_twin_on_a_tie(verdicts, expected):
 
 
 def oracle_for(tmp_path, monkeypatch, outcomes: dict[int, list[RunResult]], known):
-    from harness import plan as plan_mod
+    from harness.plan import plan as plan_mod
     cache = Cache(tmp_path / "c")
     said: list[str] = []
     monkeypatch.setattr(steps, "narrow", lambda plan, target: plan)

@@ -1,7 +1,7 @@
 """build.collect_warnings and build.first_errors on make output as it looks."""
 import os
 
-from harness.build import collect_warnings, first_errors
+from harness.build.build import collect_warnings, first_errors
 
 # a -j build: the same header warning arrives once per compilation unit that
 # includes it; kernel-doc warnings have no column
@@ -159,8 +159,8 @@ def test_with_debug_info_the_object_directory_is_mapped_out_of_the_ccache_hash(
     import shutil
     from pathlib import Path
 
-    from harness.build import make_argv
-    from harness.plan import BuildSpec
+    from harness.build.build import make_argv
+    from harness.plan.plan import BuildSpec
     monkeypatch.setattr(shutil, "which", lambda name: f"/usr/bin/{name}")
     objdir = Path(tmp_path) / "tree" / "harness-obj"
     objdir.mkdir(parents=True)
@@ -177,7 +177,7 @@ def test_each_trust_domain_compiles_through_its_own_ccache(tmp_path):
     fetched tree (nightly's mirrors) has a directory of its own; a series' code
     a layer in its object directory; the store read-only to both; and every
     build reads ccache's settings from the harness's file."""
-    from harness import build, ccache
+    from harness.build import build, ccache
     from harness.cache import Cache
     from harness.source import SourceTree
     cache, objdir = Cache(tmp_path / "cache"), tmp_path / "objdir"
@@ -205,7 +205,7 @@ def test_each_trust_domain_compiles_through_its_own_ccache(tmp_path):
 def test_a_ccache_older_than_the_trust_domains_is_started_again_once(tmp_path, monkeypatch):
     """A series' build could write the shared ccache before the trust
     domains: its entries are not kept; later ones are."""
-    from harness import ccache
+    from harness.build import ccache
     from harness.cache import Cache
     monkeypatch.delenv("CCACHE_DIR", raising=False)
     cache = Cache(tmp_path / "cache")
@@ -219,7 +219,7 @@ def test_a_ccache_older_than_the_trust_domains_is_started_again_once(tmp_path, m
 
 
 def test_the_shared_store_is_trimmed_oldest_first(tmp_path):
-    from harness import ccache
+    from harness.build import ccache
     for i in range(10):
         path = tmp_path / f"{i:02d}" / "result"
         path.parent.mkdir()

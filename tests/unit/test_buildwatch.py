@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from harness import buildwatch
+from harness.build import buildwatch
 from harness.cache import Cache
 
 # what kbuild prints (V=0): objects, a module object, assembler, a link step

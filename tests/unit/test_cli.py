@@ -7,10 +7,11 @@ import json
 import pytest
 from rich.console import Console
 
-from harness import plan as plan_mod
-from harness import image, pipeline, resolve, runner
+from harness.plan import plan as plan_mod
+from harness.image import image
+from harness.pipeline import stages as pipeline, resolve, runner
 from harness.cache import Cache
-from harness.cli import main
+from harness.cli.main import main
 from harness.errors import EXIT_BAD_INPUT
 
 GOOD_PLAN = """\

@@ -7,15 +7,15 @@ import subprocess
 import sys
 
 HEAVY = ("paramiko", "jinja2", "matplotlib", "libvirt", "qemu.qmp", "scipy", "pytest",
-         "harness.pipeline", "harness.runner")
+         "harness.pipeline.stages", "harness.pipeline.runner")
 
 
 def test_importing_the_command_line_loads_no_heavy_library():
-    code = ("import sys, harness.cli\n"
+    code = ("import sys, harness.cli.main\n"
             f"print(' '.join(m for m in {HEAVY!r} if m in sys.modules))")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True).stdout.split()
-    assert loaded == [], f"import harness.cli loads {loaded}: import them where they are used"
+    assert loaded == [], f"import harness.cli.main loads {loaded}: import them where they are used"
 
 
 def run_harness(*args: str, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
@@ -49,7 +49,7 @@ def test_a_reader_that_goes_away_ends_the_writer_quietly(tmp_path):
     read, write = os.pipe()
     os.close(read)                       # the reader is gone before a byte is written
     try:
-        done = subprocess.run([sys.executable, "-c", "from harness.cli import entry; entry()",
+        done = subprocess.run([sys.executable, "-c", "from harness.cli.main import entry; entry()",
                                "history", "--json"], stdout=write, env=env,
                               stderr=subprocess.PIPE, text=True)
     finally:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import plan as plan_mod
+from harness.plan import plan as plan_mod
 from harness.errors import PlanError
-from harness.resolve import command_line_sets
+from harness.pipeline.resolve import command_line_sets
 
 
 def test_tree_and_ref_are_the_plan_keys_and_the_demo_series_stays_out(tmp_path):
@@ -64,7 +64,7 @@ def test_boot_and_reload_offer_no_verdict_options():
 
 
 def test_one_list_syntax_and_the_old_spellings_still_parse():
-    from harness.cli import build_parser
+    from harness.cli.main import build_parser
     parse = build_parser().parse_args
     args = parse(["doctor", "--passthrough", "0000:3b:00.0,3c:00.0", "3d:00.0"])
     assert args.passthrough == ["0000:3b:00.0", "3c:00.0", "3d:00.0"]
@@ -87,7 +87,7 @@ def test_one_list_syntax_and_the_old_spellings_still_parse():
 def test_every_option_of_every_command_says_what_it_does():
     import argparse
 
-    from harness.cli import build_parser
+    from harness.cli.main import build_parser
 
     def parsers(parser, prog="harness"):
         yield prog, parser

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.cli.main import main
 from harness.errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_PASS
 from harness.results import history
 

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.build import KernelBuild
+from harness.build.build import KernelBuild
 from harness.cache import Cache
-from harness.cli import main
-from harness.devloop import modules, registry, supervisor
+from harness.cli.main import main
+from harness.suites import hotswap as modules
+from harness.devloop import registry, supervisor
 from harness.devloop.cli import parse_ttl
 from harness.errors import DevloopError
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from harness.cache import Cache
-from harness.cli import main
+from harness.cli.main import main
 from harness.devloop import registry, supervisor, verify
 from harness.devloop.cli import WHOLE_VALUES, check_values
 from harness.inputs import dashed_values

@@ -1,10 +1,11 @@
 """`harness doctor`'s privileges line for an ordinary user: how a guest image
-would be built here, the choice harness/mmdebstrap.py makes for the build."""
+would be built here, the choice harness/image/mmdebstrap.py makes for the build."""
 from __future__ import annotations
 
 import pytest
 
-from harness import doctor, mmdebstrap
+from harness.cli import doctor
+from harness.image import mmdebstrap
 from harness.errors import ImageError
 
 

@@ -15,7 +15,7 @@ import jsonschema
 import pytest
 from kcidb_io.schema import LATEST
 
-from harness.cli import main
+from harness.cli.main import main
 from harness.errors import EXIT_BAD_INPUT, EXIT_PASS, PlanError
 from harness.export import kcidb, kcidb_fields
 from harness.results import model

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.cli.main import main
 from harness.errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_PASS
 from harness.export import submit
 from harness.export.submit import SubmitError

@@ -1,4 +1,4 @@
-"""Unit tests of harness/ext4.py's tarball route: unpack() writes only names
+"""Unit tests of harness/image/ext4.py's tarball route: unpack() writes only names
 and contents and never leaves its tree; mkfs(owners=...) puts the listing's
 owners, modes, device nodes and extended attributes on the disk. Real
 mkfs.ext4 and debugfs, tarballs made by tarfile (root's members whoever runs)."""
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import ext4
+from harness.image import ext4
 from harness.errors import ImageError
 
 

@@ -2,7 +2,7 @@
 
 
 def test_guest_output_is_bounded_head_and_tail_kept():
-    from harness.guest import BoundedOutput
+    from harness.vm.guest import BoundedOutput
 
     out = BoundedOutput(head=10, tail=5)
     for _ in range(100):

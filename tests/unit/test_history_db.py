@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
+from harness.cli import main as cli
 from harness.errors import EXIT_BAD_INPUT
 from harness.results import history, history_db
 from harness.results.model import RunResult
@@ -266,8 +266,8 @@ def test_the_harness_tables_without_a_version_are_an_older_index(tmp_path):
 def test_a_run_says_when_it_migrated_the_index(tmp_path):
     from rich.console import Console
 
-    from harness import plan as plan_mod
-    from harness import runner
+    from harness.plan import plan as plan_mod
+    from harness.pipeline import runner
     from harness.cache import Cache
 
     runs, db = indexed(tmp_path, variant("a", "2026-12-01T01:00:00"))

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from harness import image as image_mod
-from harness import mmdebstrap, sandbox
+from harness.image import image as image_mod
+from harness.image import mmdebstrap
+from harness import sandbox
 from harness.cache import Cache
 from harness.errors import ImageError
-from harness.image import (GuestImage, image_key, load_recipe,
-                           modules_disk)
+from harness.image.image import GuestImage, image_key, load_recipe, modules_disk
 
 RECIPE = """\
 # a comment

@@ -1,4 +1,4 @@
-"""Unit tests of harness/mmdebstrap.py: which mode builds the image (root,
+"""Unit tests of harness/image/mmdebstrap.py: which mode builds the image (root,
 unshare with subordinate ids, fakechroot without), the command line of each,
 and what a failed mmdebstrap is reported as. No mmdebstrap runs."""
 from __future__ import annotations
@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from harness import mmdebstrap
+from harness.image import mmdebstrap
 from harness.errors import ImageError
-from harness.image import load_recipe
+from harness.image.image import load_recipe
 from harness.proc import Completed
-from harness.mmdebstrap import Mode, argv, bootstrap, choose_mode
+from harness.image.mmdebstrap import Mode, argv, bootstrap, choose_mode
 
 def etc(tmp_path: Path, subuid: str, subgid: str | None = None) -> Path:
     (tmp_path / "etc").mkdir(exist_ok=True)

@@ -77,7 +77,7 @@ def test_a_check_becomes_an_argparse_type():
     (["compare", "--threshold", "-5"], "argument --threshold: '-5': a number, 0 or more"),
 ])
 def test_the_command_line_refuses_them_at_parse_time(capsys, argv, words):
-    from harness.cli import main
+    from harness.cli.main import main
 
     with pytest.raises(SystemExit) as exit_:
         main(argv)

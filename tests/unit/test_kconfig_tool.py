@@ -162,7 +162,7 @@ def test_cache_dir_that_make_or_sh_would_parse_is_bad_input(root):
 
 
 def test_cli_refuses_such_a_cache_dir_before_writing_anything(tmp_path, monkeypatch, capsys):
-    from harness.cli import main
+    from harness.cli.main import main
     monkeypatch.chdir(tmp_path)
     code = main(["run", "--cache-dir", str(tmp_path / "a`touch x`b"),
                  "--runs-dir", str(tmp_path / "runs")])

@@ -1,6 +1,7 @@
 """The import layers the design holds to (docs/architecture.md), checked on
 the source: stages import nothing above them, results/ imports no stage but
-plan and detect, no import cycle among harness's modules, and no module uses
+plan and detect, no import cycle among harness's modules nor among its
+packages (a root module counts as a package of its own), and no module uses
 another module's `_private` name. Read with `ast`, nothing imported."""
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from pathlib import Path
 HARNESS = Path(__file__).resolve().parents[2] / "harness"
 
 # the stages, as top-level names under harness/ (a module or a package)
-STAGES = {"plan", "source", "series", "kconfig", "build", "selftests", "image", "vm",
-          "guest", "suites", "detect"}
+STAGES = {"plan", "source", "series", "kconfig", "build", "image", "vm", "suites", "detect"}
 # what sits above the stages: the stage sequence and the workflows over it
-ABOVE = {"pipeline", "runner", "resolve", "progress", "devloop", "bisect", "nightly",
-         "report", "export", "cli", "testeach", "perfboots"}
+ABOVE = {"pipeline", "devloop", "bisect", "nightly", "watch", "lab", "report", "export", "cli"}
+# at most this many modules at harness/'s root: what every room shares
+ROOT_MODULES = 17
 
 
 def module_name(path: Path) -> str:
@@ -78,10 +79,8 @@ def test_results_imports_no_stage_but_plan_and_detect():
     assert not bad, "results/ reads runs and takes stage facts as data: " + "; ".join(bad)
 
 
-def test_no_import_cycle():
-    edges = graph()
-    # Tarjan's strongly connected components: a component of two or more
-    # modules is a cycle
+def strongly_connected(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's strongly connected components of two or more nodes: the cycles."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -111,7 +110,41 @@ def test_no_import_cycle():
     for node in sorted(edges):
         if node not in index:
             visit(node)
+    return cycles
+
+
+def test_no_import_cycle():
+    cycles = strongly_connected(graph())
     assert not cycles, f"import cycles: {cycles}"
+
+
+def package_graph() -> dict[str, dict[str, list[str]]]:
+    """Packages (and root modules) -> the packages they import -> which
+    module imports which, for the message."""
+    out: dict[str, dict[str, list[str]]] = {}
+    for module, deps in graph().items():
+        here = top(module) or module
+        out.setdefault(here, {})
+        for dep in deps:
+            there = top(dep) or dep
+            if there != here:
+                out[here].setdefault(there, []).append(f"{module} -> {dep}")
+    return out
+
+
+def test_no_package_cycle():
+    packages = package_graph()
+    cycles = strongly_connected({k: set(v) for k, v in packages.items()})
+    why = [f"{a} -> {b} ({', '.join(packages[a][b][:2])})" for cycle in cycles
+           for a in cycle for b in cycle if b in packages[a]]
+    assert not cycles, f"package cycles: {cycles}: " + "; ".join(why)
+
+
+def test_the_root_holds_only_what_is_shared():
+    root = sorted(p.name for p in HARNESS.glob("*.py"))
+    assert len(root) <= ROOT_MODULES, (
+        f"{len(root)} modules at harness/'s root (at most {ROOT_MODULES}): {root}; a module "
+        "that belongs to one stage or workflow goes into its folder")
 
 
 def test_no_module_uses_another_modules_private_names():
@@ -136,9 +169,9 @@ def test_the_checks_see_a_violation(tmp_path, monkeypatch):
     """The graph reader finds what the checks look for (they cannot pass by
     reading nothing)."""
     edges = graph()
-    assert "harness.pipeline" in edges["harness.runner"]
-    assert "harness.results.model" in edges["harness.pipeline"]
+    assert "harness.pipeline.stages" in edges["harness.pipeline.runner"]
+    assert "harness.results.model" in edges["harness.pipeline.stages"]
     assert top("harness.vm.qemu") == "vm"
     planted = tmp_path / "mod.py"
-    planted.write_text("from harness.pipeline import _private\n")
-    assert imports(planted) == [("harness.pipeline", "_private")]
+    planted.write_text("from harness.pipeline.stages import _private\n")
+    assert imports(planted) == [("harness.pipeline.stages", "_private")]

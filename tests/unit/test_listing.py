@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from harness import listing
-from harness.plan import PROJECT_ROOT
+from harness.cli import listing
+from harness.plan.plan import PROJECT_ROOT
 from harness.suites import registry
 
 

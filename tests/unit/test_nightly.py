@@ -23,7 +23,7 @@ from harness.nightly.heads import git_heads
 from harness.nightly.ledger import Entry, Ledger
 from harness.nightly.matrix import expand, job_id, parse_shard, shard
 from harness.nightly.merge import merge
-from harness.nightly.model import Job, JobNight, NightlyResult
+from harness.results.model_nightly import Job, JobNight, NightlyResult
 from harness.nightly.night import Night
 
 REPO = Path(__file__).resolve().parents[2]
@@ -262,7 +262,8 @@ def test_merging_shards_gives_one_night_one_ledger_one_history(tmp_path):
 
 
 def test_report_merge_joins_shards_and_writes_the_nights_page(tmp_path):
-    from harness.report.cli import add_parser, report_command
+    from harness.report.cli import add_parser
+    from harness.nightly.merge import merge_command as report_command
     import argparse
     one = _shard_dir(tmp_path, "1of2", "20261201-010000-quickstart-aaaa", "ja")
     two = _shard_dir(tmp_path, "2of2", "20261201-010500-quickstart-bbbb", "jb")

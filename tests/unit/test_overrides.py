@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import overrides, plan as plan_mod
+from harness.plan import overrides, plan as plan_mod
 from harness.errors import EXIT_BAD_INPUT, PlanError
 
 PIN = "kernel.debian_package=linux-source-7.2 'kernel.debian_version=7.2.*'"

@@ -1,4 +1,4 @@
-"""perf.repeat over several boots (harness/perfboots.py): the plan's boots
+"""perf.repeat over several boots (harness/pipeline/perfboots.py): the plan's boots
 and the merge of each boot's perf rows into one row per name. The reboots
 themselves run in tests/e2e/test_conformance.py (real guests)."""
 from __future__ import annotations
@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from harness import perfboots
-from harness import plan as plan_mod
+from harness.pipeline import perfboots
+from harness.plan import plan as plan_mod
 from harness.errors import PlanError
 from harness.results.model import Status
 from harness.results.model import TestRecord as Record

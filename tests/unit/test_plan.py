@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import plan as plan_mod
+from harness.plan import plan as plan_mod
 from harness.errors import EXIT_BAD_INPUT, PlanError
 
 

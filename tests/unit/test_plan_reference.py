@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import typing
 
-from harness import plan as plan_mod
-from harness import plan_reference
+from harness.plan import plan as plan_mod
+from harness.plan import reference as plan_reference
 
 from ..conftest import REPO
 
@@ -24,7 +24,7 @@ def all_keys(cls=plan_mod.Plan, prefix=""):
 def test_the_committed_reference_is_current():
     page = (REPO / "docs" / "plan-reference.md").read_text()
     assert page == plan_reference.render(), (
-        "docs/plan-reference.md is stale: .venv/bin/python -m harness.plan_reference "
+        "docs/plan-reference.md is stale: .venv/bin/python -m harness.plan.reference "
         "> docs/plan-reference.md")
 
 
@@ -34,6 +34,6 @@ def test_every_key_is_named_by_its_dotted_path_with_a_meaning():
         assert f"| `{key}` |" in page, key
     assert {"vm.memory_mb", "waivers[].match", "perf.repeat"} <= set(plan_reference.keys())
     empty = [row[0] for row in plan_reference.rows() if not row[4]]
-    assert not empty, f"keys without a comment in harness/plan.py: {empty}"
+    assert not empty, f"keys without a comment in harness/plan/plan.py: {empty}"
     assert "internal" in dict((r[0], r[4]) for r in plan_reference.rows())["source_file"]
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import runner
+from harness.pipeline import runner
 from harness.cache import Cache, private_dir
-from harness.cli import main
+from harness.cli.main import main
 from harness.errors import HarnessError
 
 

@@ -8,7 +8,7 @@ import time
 
 from rich.console import Console
 
-from harness.progress import Progress, meter_view
+from harness.pipeline.progress import Progress, meter_view
 
 
 def rendered(renderable) -> str:

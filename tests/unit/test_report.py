@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness import cli, runner
-from harness import plan as plan_mod
+from harness.cli import main as cli
+from harness.pipeline import runner
+from harness.plan import plan as plan_mod
 from harness.cache import Cache
-from harness.nightly.model import Job, JobNight, NightlyResult
+from harness.results.model_nightly import Job, JobNight, NightlyResult
 from harness.report import page, plots, render
 from harness.results import history
 from harness.results.compare import CrashChange, RowChange

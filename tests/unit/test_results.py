@@ -251,7 +251,7 @@ def test_a_ci_log_gets_every_name_whole(monkeypatch):
 
     from rich.console import Console
 
-    from harness.progress import make_console
+    from harness.pipeline.progress import make_console
     from harness.results.summary import print_summary
 
     monkeypatch.delenv("COLUMNS", raising=False)

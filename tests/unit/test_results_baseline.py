@@ -8,7 +8,7 @@ import json
 import pytest
 from rich.console import Console
 
-from harness import plan as plan_mod
+from harness.plan import plan as plan_mod
 from harness.errors import PlanError
 from harness.results import baseline, perfstats
 from harness.results.codec import to_plain

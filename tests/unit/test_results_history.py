@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness import cli
+from harness.cli import main as cli
 from harness.results import history, history_db
 from harness.results.model import RunResult
 from harness.results.writers import write_json
@@ -121,8 +121,8 @@ def test_the_command(tmp_path, monkeypatch, capsys):
 
 
 def test_a_run_that_stops_in_preflight_is_indexed_too(tmp_path, monkeypatch):
-    from harness import plan as plan_mod
-    from harness import runner
+    from harness.plan import plan as plan_mod
+    from harness.pipeline import runner
     from harness.cache import Cache
 
     plan = tmp_path / "plan.yaml"
@@ -136,8 +136,8 @@ def test_a_run_that_stops_in_preflight_is_indexed_too(tmp_path, monkeypatch):
 
 
 def test_an_unwritable_index_does_not_change_the_run(tmp_path):
-    from harness import plan as plan_mod
-    from harness import runner
+    from harness.plan import plan as plan_mod
+    from harness.pipeline import runner
     from harness.cache import Cache
 
     plan = tmp_path / "plan.yaml"

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from rich.console import Console
 
-from harness.progress import Progress
+from harness.pipeline.progress import Progress
 from harness.results.model import TestRecord as Record
 from harness.results.safe import printable, strip_controls
 from harness.results.summary import print_summary

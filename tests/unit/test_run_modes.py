@@ -21,11 +21,12 @@ import pytest
 import yaml
 from rich.console import Console
 
-from harness import plan as plan_mod
-from harness import runmode, runner
+from harness.plan import plan as plan_mod
+from harness import runmode
+from harness.pipeline import runner
 from harness.bisect import session
 from harness.cache import Cache
-from harness.cli import main
+from harness.cli.main import main
 from harness.results import history
 
 BAD_PLAN = "name: modes\nsuites: [no-such-suite]\n"      # stops in preflight: a whole run

@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from harness.inputs import QUOTE
-from harness.progress import Progress
+from harness.pipeline.progress import Progress
 from harness.report import page, render
 from harness.results.compare import compare
 from harness.results.compare_cli import print_comparison

@@ -1,14 +1,15 @@
-"""harness/selftests.py: the tree's own selftests built on the host for the
+"""harness/build/selftests.py: the tree's own selftests built on the host for the
 suites that need them (suite.yaml `needs: artifacts`), the build commands
 faked at the subprocess boundary."""
 from pathlib import Path
 
 import pytest
 
-from harness import proc, selftests
+from harness import proc
+from harness.build import selftests
 from harness.cache import Cache, digest
 from harness.errors import SelftestError
-from harness.selftests import wanted
+from harness.suites.registry import artifacts as wanted
 
 
 def test_only_suites_that_run_selftests_want_artifacts():
@@ -30,7 +31,7 @@ def test_a_cached_artifact_runs_no_make(tmp_path, monkeypatch):
     with cache.fill("selftests", digest("k1", "hmm-tests", selftests.RECIPE)) as scratch:
         (scratch / "hmm-tests").write_text("binary")
     monkeypatch.setattr(proc, "run", lambda *a, **k: pytest.fail("ran a program"))
-    paths, cached = selftests.build(["hmm"], tmp_path / "tree", tmp_path / "obj", "k1",
+    paths, cached = selftests.build(["hmm-tests"], tmp_path / "tree", tmp_path / "obj", "k1",
                                     cache, tmp_path / "selftests.log")
     assert cached and paths["hmm-tests"].read_text() == "binary"
     assert "cache hit: hmm-tests" in (tmp_path / "selftests.log").read_text()
@@ -50,7 +51,7 @@ def test_a_compile_error_stops_the_run_with_exit_1_and_the_first_errors(tmp_path
     cache = Cache(tmp_path / "cache")
     monkeypatch.setattr(proc, "run", compile_error)
     with pytest.raises(SelftestError) as err:
-        selftests.build(["hmm"], fake_tree(tmp_path / "tree"), tmp_path / "obj", "k1", cache,
+        selftests.build(["hmm-tests"], fake_tree(tmp_path / "tree"), tmp_path / "obj", "k1", cache,
                         tmp_path / "selftests.log")
     assert err.value.exit_code == 1 and err.value.stage == "selftests"
     assert "mm/hmm-tests does not build" in str(err.value)
@@ -68,7 +69,7 @@ def test_no_static_libc_on_the_host_is_an_infrastructure_error(tmp_path, monkeyp
                               "No such file or directory\n", 1.0)
     monkeypatch.setattr(proc, "run", no_libc)
     with pytest.raises(SelftestError) as err:
-        selftests.build(["hmm"], fake_tree(tmp_path / "tree"), tmp_path / "obj", "k1",
+        selftests.build(["hmm-tests"], fake_tree(tmp_path / "tree"), tmp_path / "obj", "k1",
                         Cache(tmp_path / "cache"), tmp_path / "selftests.log")
     assert err.value.exit_code == 3
 

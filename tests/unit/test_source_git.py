@@ -11,7 +11,7 @@ from pathlib import Path
 
 from harness.source.objdir import objdir_for
 from harness.cache import Cache
-from harness.plan import KernelSpec
+from harness.plan.plan import KernelSpec
 from harness.series import checkout_base
 from harness.source import prepare
 

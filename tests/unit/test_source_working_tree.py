@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness import build, pipeline, runner
-from harness import plan as plan_mod
+from harness.build import build
+from harness.pipeline import stages as pipeline, runner
+from harness.plan import plan as plan_mod
 from harness.cache import Cache
 from harness.errors import EXIT_BAD_INPUT, PlanError, SourceError
-from harness.plan import KconfigSpec, KernelSpec, Plan
+from harness.plan.plan import KconfigSpec, KernelSpec, Plan
 from harness.results.model import RunResult
 from harness.source import SourceTree, prepare, working
 from harness.source.tree import kconfig_content

@@ -14,16 +14,16 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness import cli
-from harness import plan as plan_mod
+from harness.cli import main as cli
+from harness.plan import plan as plan_mod
 from harness.bisect import cli as bisect_cli
 from harness.bisect import session
 from harness.cache import Cache
 from harness.errors import EXIT_BAD_INPUT, HarnessError
 from harness.nightly import ledger as ledger_mod
-from harness.nightly import model as model_mod
+from harness.results import model_nightly as model_mod
 from harness.nightly.ledger import Entry, Ledger
-from harness.nightly.model import NightlyResult
+from harness.results.model_nightly import NightlyResult
 
 from .test_bisect_perf import BW, FakeRange, fake_runner
 

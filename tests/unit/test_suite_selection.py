@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import plan as plan_mod
-from harness import resolve
+from harness.plan import plan as plan_mod
+from harness.pipeline import resolve
 from harness.errors import PlanError, SuiteError
 from harness.suites import covers, registry
 from harness.suites.choose import choose
@@ -29,7 +29,7 @@ def patch(*files: str, body: str = "+int x;\n") -> str:
 
 
 def packages() -> tuple[str, ...]:
-    from harness import image
+    from harness.image import image
     return image.load_recipe("trixie-rdma").packages
 
 

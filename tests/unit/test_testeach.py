@@ -1,4 +1,4 @@
-"""`series check --test-each` without guests (harness/testeach.py): the
+"""`series check --test-each` without guests (harness/pipeline/testeach.py): the
 per-patch record and its round trip, the verdict, the plan key and the CLI
 flags, how the nodes are brought to a patch's kernel (modules, reboot, the
 fallback), a patch that does not build, the summary and report cells."""
@@ -11,12 +11,13 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from harness import pipeline, plan as plan_mod
-from harness import resolve
-from harness.cli import build_parser, choices_of
-from harness.devloop import modules
+from harness.pipeline import stages as pipeline
+from harness.plan import plan as plan_mod
+from harness.pipeline import resolve
+from harness.cli.main import build_parser, choices_of
+from harness.suites import hotswap as modules
 from harness.errors import EXIT_INFRA, PlanError, ReloadError
-from harness.progress import Progress
+from harness.pipeline.progress import Progress
 from harness.report.gather import _tests as report_cell
 from harness.results.model import PatchResult, RunResult, SeriesResult, StageRecord
 from harness.results.model_series import PatchTests
@@ -24,7 +25,7 @@ from harness.results.model import TestRecord as Record
 from harness.results.summary import print_summary, cell_of_tests
 from harness.results.verdict import decide
 from harness.results.writers import write_json
-from harness import testeach as each
+from harness.pipeline import testeach as each
 
 
 def patch(index: int, tests: PatchTests | None = None, builds=True) -> PatchResult:

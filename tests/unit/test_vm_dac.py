@@ -18,11 +18,11 @@ from types import SimpleNamespace
 import pytest
 
 from harness.errors import EXIT_INFRA, BootError
-from harness.plan import VmSpec
+from harness.plan.plan import VmSpec
 from harness.vm import NODE_DIR, ExtraDevices, dac, gc, topology
 from harness.vm import libvirt as lv
 from harness.vm.node import BootConfig
-from harness.vm.vfio import parse
+from harness.plan.passthrough import parse
 
 NOW = datetime.datetime(2026, 12, 1, 8, 0, tzinfo=datetime.timezone.utc)
 IDS = (os.getuid(), os.getgid())       # QEMU's user, as far as a test can chown

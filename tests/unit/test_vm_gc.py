@@ -10,7 +10,7 @@ import pytest
 import argparse
 
 from harness.inputs import duration
-from harness.plan import VmSpec
+from harness.plan.plan import VmSpec
 from harness.vm import topology
 from harness.vm.gc import read_metadata
 from harness.vm.libvirt import domain_xml

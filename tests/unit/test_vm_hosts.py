@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness import plan as plan_mod
+from harness.plan import plan as plan_mod
 from harness.errors import HarnessError, PlanError
 from harness.vm.hosts import HOST_RESERVE_MB, HostInfo, place
 

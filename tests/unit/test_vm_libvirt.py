@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from types import SimpleNamespace
 
-from harness.plan import VmSpec
+from harness.plan.plan import VmSpec
 from harness.vm import ExtraDevices, NODE_DIR, topology
 from harness.vm.libvirt import METADATA_NS, domain_name, domain_xml
 from harness.vm.node import BootConfig, cmdline

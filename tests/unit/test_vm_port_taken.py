@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import guest
+from harness.vm import guest
 from harness.errors import EXIT_INFRA
-from harness.plan import VmSpec
+from harness.plan.plan import VmSpec
 from harness.vm import topology
 from harness.vm.node import BootConfig, Node
 

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.errors import EXIT_BAD_INPUT, PlanError
-from harness.plan import VmSpec
+from harness.plan.plan import VmSpec
 from harness.vm import ExtraDevices, topology
 from harness.vm import libvirt as lv
 from harness.vm import remote
@@ -176,7 +176,7 @@ def test_an_unknown_libvirt_uri_is_bad_input_naming_it(uri, problem):
 @pytest.mark.parametrize("argv", [["doctor", "--uri", ""], ["doctor", "--uri", "foo://x/"],
                                   ["gc", "--uri", "qemu://hv1/system"]])
 def test_doctor_and_gc_refuse_it_at_parse_time(capsys, argv):
-    from harness.cli import main
+    from harness.cli.main import main
 
     with pytest.raises(SystemExit) as exit_:
         main(argv)

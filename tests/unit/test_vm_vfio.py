@@ -13,16 +13,18 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from harness import cli, pipeline
-from harness import plan as plan_mod
+from harness.cli import main as cli
+from harness.pipeline import stages as pipeline
+from harness.plan import plan as plan_mod
 from harness.errors import EXIT_BAD_INPUT, EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
-from harness.plan import VmSpec
+from harness.plan.plan import VmSpec
 from harness.vm import libvirt as libvirt_mod
 from harness.vm import topology, vfio
 from harness.vm.accel import AccelChoice
 from harness.vm.libvirt import LibvirtNode, domain_xml
 from harness.vm.node import BootConfig
-from harness.vm.vfio import Passthrough, check, doctor_passthrough, for_node, parse
+from harness.plan.passthrough import Passthrough, for_node, parse
+from harness.vm.vfio import check, doctor_passthrough
 
 NOW = datetime.datetime(2026, 12, 1, 8, 0, tzinfo=datetime.timezone.utc)
 LIBVIRT = ["vm.backend=libvirt"]

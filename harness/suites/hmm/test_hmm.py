@@ -2,7 +2,7 @@
 (CONFIG_TEST_HMM=m, kconfigs/hmm-p2p.config) on node1.
 
 The binary is built statically on the host from the same tree as the kernel
-(harness/selftests.py: the artifact suite.yaml needs) and copied in. test_hmm
+(harness/build/selftests.py: the artifact suite.yaml needs) and copied in. test_hmm
 is loaded, hugepages reserved for the hugetlbfs cases, then hmm-tests runs
 once; every TEST_F of its KTAP output becomes a row of its own (`hmm-tests
 hmm.hmm_device_private.open_close`, through ctx.add_record), a skip keeping
@@ -35,7 +35,7 @@ def hmm_node(nodes, ctx):
     the module is unloaded and the reservation put back afterwards."""
     binary = ctx.artifacts.get("hmm-tests")
     if binary is None:
-        pytest.fail("the run built no hmm-tests (harness/selftests.py builds it when the "
+        pytest.fail("the run built no hmm-tests (harness/build/selftests.py builds it when the "
                     "plan's suites include hmm)")
     node = nodes[0]
     node.ssh.put(binary, REMOTE)

@@ -1,7 +1,7 @@
 """kselftest-rdma: the tree's own tools/testing/selftests/rdma (soft-RoCE
 scripts: rxe over veth, tun and network namespaces, rping between them) on
 node1, installed on the host with the tree's `make install`
-(harness/selftests.py: the artifact suite.yaml needs) and unpacked in the
+(harness/build/selftests.py: the artifact suite.yaml needs) and unpacked in the
 guest with the kselftest/ helpers they source.
 
 Each script of kselftest-list.txt runs on its own and is a row
@@ -45,7 +45,7 @@ def installed(nodes, ctx):
     """(node1, its [(collection, script)]) with the install unpacked."""
     tar = ctx.artifacts.get("kselftest-rdma")
     if tar is None:
-        pytest.fail("the run built no kselftest-rdma install (harness/selftests.py builds "
+        pytest.fail("the run built no kselftest-rdma install (harness/build/selftests.py builds "
                     "it when the plan's suites include kselftest-rdma)")
     node = nodes[0]
     node.ssh.run(_STATIC_NODES, timeout=ctx.command_timeout, check=True)

@@ -17,10 +17,11 @@ import sys
 import time
 from pathlib import Path
 
-from harness import image, vm
-from harness.build import KernelBuild
+from harness.image import image
+from harness import vm
+from harness.build.build import KernelBuild
 from harness.cache import Cache
-from harness.plan import VmSpec
+from harness.plan.plan import VmSpec
 from harness.vm.qemu import BootConfig, QemuNode
 
 HERE = Path(__file__).resolve().parent

@@ -1,6 +1,6 @@
 """Capture the real outputs in tests/data/selftests/ that a normal run does not
 give: boot one TCG guest with a cached kernel build and the selftest artifacts
-harness/selftests.py cached for a build, run each CAPTURES command, keep its
+harness/build/selftests.py cached for a build, run each CAPTURES command, keep its
 output (stdout and stderr together) as <name><suffix>.out and its exit code,
 time and kernel as <name><suffix>.json.
 
@@ -20,10 +20,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness import image, selftests, vm
-from harness.build import KernelBuild
+from harness.image import image
+from harness.build import selftests
+from harness import vm
+from harness.build.build import KernelBuild
 from harness.cache import Cache, digest
-from harness.plan import VmSpec
+from harness.plan.plan import VmSpec
 from harness.vm.qemu import BootConfig, QemuNode
 
 HERE = Path(__file__).resolve().parent

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import plan as plan_mod
-from harness import resolve
+from harness.plan import plan as plan_mod
+from harness.pipeline import resolve
 from harness.results.codec import to_plain
 from harness.errors import EXIT_BAD_INPUT, PlanError
 from harness.results.model import TestRecord as Record

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.guest import CommandResult
+from harness.vm.guest import CommandResult
 from harness.suites import pair as pairs
 from harness.suites.pair import Listener, listening_pid, parse_listeners, run_pair, with_report
 

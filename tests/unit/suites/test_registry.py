@@ -7,8 +7,8 @@ import importlib
 import pytest
 import yaml
 
-from harness import plan as plan_mod
-from harness import selftests
+from harness.plan import plan as plan_mod
+from harness.build import selftests
 from harness.errors import EXIT_BAD_INPUT, SuiteError
 from harness.suites import SUITES, SUITES_DIR, registry
 from harness.suites.fabric import PROVIDERS
@@ -65,7 +65,7 @@ def test_the_registry_answers_what_the_rest_of_the_harness_asks():
     assert registry.of_file(SUITES["perf"].files[0]) is SUITES["perf"]
     assert registry.extra_devices(("modules", "verbs-smoke")) == ()
     assert [d.node for d in registry.extra_devices(("modules", "p2pdma"))] == [1]
-    assert selftests.wanted(["modules", "kselftest-rdma", "hmm"]) == ("kselftest-rdma",
+    assert registry.artifacts(["modules", "kselftest-rdma", "hmm"]) == ("kselftest-rdma",
                                                                        "hmm-tests")
 
 
@@ -140,7 +140,7 @@ def test_a_valid_suite_yaml_gives_its_spec(tmp_path):
 
 
 def test_a_broken_suite_yaml_stops_a_plan_in_preflight(tmp_path, monkeypatch):
-    from harness import resolve
+    from harness.pipeline import resolve
     (tmp_path / "my_suite").mkdir()
     (tmp_path / "my_suite" / "suite.yaml").write_text("name: my-suite\n")
     monkeypatch.setattr(registry, "suites", lambda: registry.discover(tmp_path))

@@ -151,8 +151,9 @@ def test_the_pipeline_reruns_with_a_fresh_context_selecting_the_failed_rows(tmp_
     context of its own (its row selected, no records), the caller's untouched."""
     from types import SimpleNamespace
 
-    from harness import pipeline, suites
-    from harness.plan import Plan
+    from harness.pipeline import stages as pipeline
+    from harness import suites
+    from harness.plan.plan import Plan
     from harness.suites.plugin import SuiteContext
 
     asked = []

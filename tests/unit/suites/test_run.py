@@ -9,7 +9,7 @@ import shlex
 from pathlib import Path
 
 from harness import suites
-from harness.guest import CommandResult
+from harness.vm.guest import CommandResult
 from harness.suites.plugin import SuiteContext, SuiteNode
 
 DATA = Path(__file__).resolve().parents[2] / "data"

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import pipeline
-from .errors import EXIT_INFRA, SuiteError
-from .pipeline import Run
-from .plan import Plan
-from .results.baseline import SUITE
-from .results.model import FAILED, Status, TestRecord
-from .results.perfstats import direction, median
+from . import stages as pipeline
+from ..errors import EXIT_INFRA, SuiteError
+from .stages import Run
+from ..plan.plan import Plan
+from ..results.baseline import SUITE
+from ..results.model import FAILED, Status, TestRecord
+from ..results.perfstats import direction, median
 
 
 def wanted(plan: Plan) -> bool:

@@ -13,10 +13,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from . import proc, sandbox
-from .cache import default_root
-from .errors import EXIT_INFRA, EXIT_PASS, HarnessError, ImageError
-from .vm.accel import QEMU, probe_kvm
+from .. import proc, sandbox
+from ..cache import default_root
+from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError, ImageError
+from ..vm.accel import QEMU, probe_kvm
 
 # tool -> Debian package that provides it
 TOOLS = {
@@ -89,7 +89,7 @@ def _privileges() -> Check:
                      f"{drop[0]} ({sandbox.SANDBOX_USER} when bootstrap.sh made it); running "
                      "as an ordinary user is recommended", "", False)
     # how a guest image would be built: the choice the image stage makes
-    from .mmdebstrap import choose_mode
+    from ..image.mmdebstrap import choose_mode
     name = pwd.getpwuid(os.getuid()).pw_name
     fix = "run ./bootstrap.sh (it asks sudo) or `usermod --add-subuids ... --add-subgids ...`"
     try:
@@ -134,7 +134,7 @@ def _libvirt() -> Check:
     if shutil.which("libvirtd") is None:
         return Check("libvirt", False, "not installed (only vm.backend=libvirt needs it)",
                      "./bootstrap.sh (apt-get install libvirt-daemon-system)", False)
-    from .vm import libvirt
+    from ..vm import libvirt
     try:
         conn = libvirt.connect(libvirt.DEFAULT_URI)
     except HarnessError as exc:
@@ -158,7 +158,7 @@ def doctor(console: Console, as_json: bool = False) -> int:
     found = checks()
     missing = sum((not c.ok) and c.required for c in found)
     if as_json:
-        from .jsonout import emit
+        from ..jsonout import emit
         emit({"ready": not missing, "checks": [dataclasses.asdict(c) for c in found]})
         return EXIT_INFRA if missing else EXIT_PASS
     table = Table(title="harness doctor", show_edge=False)

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from . import passthrough
 from .debian_source import check_debian_source
-from .errors import PlanError
+from ..errors import PlanError
 from . import mapping
-from .inputs import check_name, load_yaml, not_option, quote
+from ..inputs import check_name, load_yaml, not_option, quote
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -25,7 +26,7 @@ _Record = TypeVar("_Record", bound="DataclassInstance")
 # The project's data (plans, kconfigs, patches, vm-images): in a checkout,
 # harness/_data holds symlinks to the top-level folders; an installed package
 # carries copies of them there (pyproject.toml package-data).
-PROJECT_ROOT = Path(__file__).resolve().parent / "_data"
+PROJECT_ROOT = Path(__file__).resolve().parents[1] / "_data"
 
 
 @dataclass(frozen=True)
@@ -387,10 +388,8 @@ def check_working_tree(plan: Plan, src: str) -> None:
 
 
 def _check_passthrough(vm: VmSpec, src: str) -> None:
-    from .vm import vfio     # harness.vm imports this module
-
     try:
-        vfio.parse(vm.passthrough, vm.nodes)
+        passthrough.parse(vm.passthrough, vm.nodes)
     except PlanError as exc:
         raise PlanError(f"{src}: {exc}") from None
     if vm.backend != "libvirt":

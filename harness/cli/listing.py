@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 from typing import Callable
 
-from .errors import HarnessError
-from .inputs import load_yaml, read_text
-from .plan import PROJECT_ROOT
-from .results.safe import printable
+from ..errors import HarnessError
+from ..inputs import load_yaml, read_text
+from ..plan.plan import PROJECT_ROOT
+from ..results.safe import printable
 
 KINDS = ("suites", "fragments", "series", "plans", "images")
 
@@ -67,7 +67,7 @@ def _fragment_entries() -> list[dict[str, str]]:
 def entries(kind: str) -> list[dict[str, str]]:
     """Every entry of one kind, sorted by name."""
     if kind == "suites":
-        from .suites import registry
+        from ..suites import registry
         return [{"name": spec.name, "description": _first_line(spec.description),
                  "path": str(spec.directory)}
                 for spec in sorted(registry.suites().values(), key=lambda s: s.name)]

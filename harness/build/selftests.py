@@ -24,11 +24,10 @@ import tarfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from . import boxfiles, proc, sandbox
+from .. import boxfiles, proc, sandbox
 from .build import first_errors
-from .cache import Cache, digest
-from .errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, SelftestError
-from .suites import registry
+from ..cache import Cache, digest
+from ..errors import EXIT_BAD_INPUT, EXIT_FAIL, EXIT_INFRA, SelftestError
 
 # bump when the way an artifact is built changes: cached artifacts are rebuilt
 RECIPE = 1
@@ -41,19 +40,14 @@ HMM_CFLAGS = ("-Wall", "-O2", "-Wunreachable-code", "-U_FORTIFY_SOURCE", "-D_GNU
 HMM_LIBS = ("-lrt", "-lpthread", "-lm")
 
 
-def wanted(suites: Iterable[str]) -> tuple[str, ...]:
-    """The artifacts the plan's suites need, in order, without repeats."""
-    specs = [registry.get(name) for name in suites]
-    return tuple(dict.fromkeys(a for s in specs if s for a in s.needs.artifacts))
-
-
-def build(suites: Iterable[str], tree: Path, objdir: Path, build_key: str, cache: Cache,
+def build(artifacts: Iterable[str], tree: Path, objdir: Path, build_key: str, cache: Cache,
           log: Path) -> tuple[dict[str, Path], bool]:
-    """Build (or take from the cache) every artifact the suites need.
+    """Build (or take from the cache) every artifact named (the suites'
+    `needs.artifacts`, suites/registry.py `artifacts`).
     Returns ({artifact: path}, all of them were cached). The caller holds the
     object directory's lock: headers_install writes there."""
     paths, cached = {}, True
-    for name in wanted(suites):
+    for name in dict.fromkeys(artifacts):
         key = digest(build_key, name, RECIPE)
         entry = cache.get("selftests", key)
         if entry is None:

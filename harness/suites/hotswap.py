@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import proc
-from ..build import KernelBuild
+from ..build.build import KernelBuild
 from ..cache import file_digest
 from ..errors import EXIT_INFRA, ReloadError
-from ..guest import Session
+from ..vm.guest import Session
 from ..results.model import ReloadedModule
-from ..suites.fabric import PROVIDERS
+from .fabric import PROVIDERS
 
 STAGING = "/run/harness-reload"
 

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..errors import EXIT_BAD_INPUT, PlanError
 from ..inputs import JSON_LIMIT, load_json, quote
-from ..results.codec import from_plain, to_plain
-from ..results.compare import CrashChange, RowChange
+from .codec import from_plain, to_plain
+from .compare import CrashChange, RowChange
 
 # what became of a job tonight
 RAN, SKIPPED, FAILED_TO_RUN = "ran", "skipped", "error"
@@ -76,8 +77,9 @@ class NightlyResult:
         return sorted(self.jobs, key=lambda j: (KINDS.index(j.kind) if j.kind in KINDS
                                                 else len(KINDS), j.job.source, j.job.plan))
 
-    def to_dict(self) -> dict:
-        return to_plain(self)
+    def to_dict(self) -> dict[str, Any]:
+        result: dict[str, Any] = to_plain(self)
+        return result
 
     @classmethod
     def load(cls, path: Path) -> NightlyResult:
@@ -93,7 +95,8 @@ class NightlyResult:
             raise PlanError(f"{path}: nightly.json is damaged (jobs[{odd}] is not a job's "
                             f"night) ({REWRITE})", EXIT_BAD_INPUT)
         try:
-            return from_plain(cls, data)
+            night: NightlyResult = from_plain(cls, data)
+            return night
         except (TypeError, ValueError) as exc:
             raise PlanError(f"{path}: nightly.json is damaged ({quote(str(exc))[1:-1]}) "
                             f"({REWRITE})", EXIT_BAD_INPUT) from None

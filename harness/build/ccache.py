@@ -29,8 +29,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from .cache import Cache, digest
-from .source import SourceTree
+from ..cache import Cache, digest
+from ..source import SourceTree
 
 OWN = ".harness-ccache"        # a series' layer, in its object directory
 CONF = "ccache.conf"

@@ -21,23 +21,24 @@ from typing import Callable
 import yaml
 from rich.console import Console
 
-from . import pipeline, resolve
-from .cache import Cache
-from .errors import EXIT_INFRA, HarnessError, is_disk_full
-from .inputs import check_run_path
-from .pipeline import Interrupted, Run, Stages
-from .plan import Plan
+from . import stages as pipeline, resolve
+from ..cache import Cache
+from ..errors import EXIT_INFRA, HarnessError, is_disk_full
+from ..inputs import check_run_path
+from .stages import Interrupted, Run, Stages
+from ..plan.plan import Plan
 from .progress import Progress
-from .report import write_report
-from .results import baseline, history, reproducer
-from .results.crashes import node_crashes
-from .results.model import RunResult, Verdict, WarningRecord
-from .results.summary import print_summary
-from .results.verdict import decide, flaky_warnings
-from . import perfboots, runmode, testeach
-from .results.writers import write_json, write_junit
-from .suites import expectations
-from .suites.choose import Selection
+from ..report import write_report
+from ..results import baseline, history, reproducer
+from ..results.crashes import node_crashes
+from ..results.model import RunResult, Verdict, WarningRecord
+from ..results.summary import print_summary
+from ..results.verdict import decide, flaky_warnings
+from . import perfboots, testeach
+from .. import runmode
+from ..results.writers import write_json, write_junit
+from ..suites import expectations
+from ..suites.choose import Selection
 
 
 def new_run_dir(runs_dir: Path, plan: Plan) -> tuple[str, Path]:

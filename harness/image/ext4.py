@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
-from .errors import EXIT_INFRA, ImageError
-from .proc import run
+from ..errors import EXIT_INFRA, ImageError
+from ..proc import run
 
 _DEVICES = {tarfile.CHRTYPE: "char", tarfile.BLKTYPE: "block", tarfile.FIFOTYPE: "fifo"}
 _XATTR = "SCHILY.xattr."       # GNU tar's pax keyword for an extended attribute

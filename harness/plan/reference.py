@@ -2,7 +2,7 @@
 dataclasses: every key by its dotted path, its type, its default, its limits
 (plan.RANGES) and the comment written beside it in plan.py.
 
-    .venv/bin/python -m harness.plan_reference > docs/plan-reference.md
+    .venv/bin/python -m harness.plan.reference > docs/plan-reference.md
 
 tests/unit/test_plan_reference.py fails when the committed page is not what
 this prints (a key added, a default changed, a comment reworded)."""
@@ -33,7 +33,7 @@ INTERNAL = {"source_file": "the plan file a run was loaded from (written into th
 HEADER = """\
 # Plan reference
 
-Generated from `harness/plan.py` by `python -m harness.plan_reference`; do not edit
+Generated from `harness/plan/plan.py` by `python -m harness.plan.reference`; do not edit
 (tests/unit/test_plan_reference.py checks it is current). A plan is a YAML file of
 these keys, all optional; `--set KEY=VALUE` sets one by its dotted path (a value is
 YAML: `--set suites=[modules,verbs]`, `--set vm.memory_mb=4096`), and `$HARNESS_SET`

@@ -15,8 +15,8 @@ from rich.progress_bar import ProgressBar
 from rich.status import Status as Spinner
 from rich.table import Table
 
-from .results.model import PatchResult, Status, TestRecord
-from .results.safe import printable, shown
+from ..results.model import PatchResult, Status, TestRecord
+from ..results.safe import printable, shown
 
 # a log that is not a terminal (CI) gets lines this wide, so that tables never
 # cut a test or module name (rich's default is 80 columns)

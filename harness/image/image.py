@@ -1,11 +1,11 @@
 """Guest images: a recipe (vm-images/<name>.yaml) -> a read-only ext4 root disk.
 
 mmdebstrap bootstraps the root file system into a tarball, as root or as an
-ordinary user (harness/mmdebstrap.py: root, unshare or fakechroot mode); the
+ordinary user (harness/image/mmdebstrap.py: root, unshare or fakechroot mode); the
 harness unpacks it into a tree of the user's own files, customises that (SSH
 keys, the harness init), and mkfs.ext4 -d turns it into a sparse raw disk
 without mounting anything, the owners and modes of the tarball's listing set
-on the disk (harness/ext4.py): the guest's files are root's whoever builds.
+on the disk (harness/image/ext4.py): the guest's files are root's whoever builds.
 The result is cached by the hash of everything it is made from; nodes boot
 qcow2 overlays on top, so the base disk is never written. The kernel's modules
 travel on a second small disk (modules_disk), so a kernel rebuild never
@@ -25,13 +25,14 @@ from typing import Any, Callable
 
 import yaml
 
-from . import ext4, mmdebstrap, sandbox
-from .source.apt import host_mirror
-from .cache import Cache, digest
-from .errors import EXIT_BAD_INPUT, ImageError
-from .inputs import load_yaml, quote
-from .plan import PROJECT_ROOT
-from .proc import run
+from . import ext4, mmdebstrap
+from .. import sandbox
+from ..source.apt import host_mirror
+from ..cache import Cache, digest
+from ..errors import EXIT_BAD_INPUT, ImageError
+from ..inputs import load_yaml, quote
+from ..plan.plan import PROJECT_ROOT
+from ..proc import run
 
 RECIPE_DIR = PROJECT_ROOT / "vm-images"
 INIT_SCRIPT = RECIPE_DIR / "files" / "harness-init"

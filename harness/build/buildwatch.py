@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from .cache import Cache
+from ..cache import Cache
 
 # seconds between two readings of make.log (only what make added is read)
 POLL = 2.0

@@ -17,16 +17,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from . import image, kconfig, series, source, suites
-from . import plan as plan_mod
-from .errors import EXIT_INFRA, HarnessError, PlanError
-from .inputs import not_option, quote, read_bytes
-from .plan import WORKING_TREE, Plan, check_select, check_working_tree
-from .results.model_series import SuiteChoice
-from .series import SeriesSpec
-from .source import working
-from .suites import choose, expectations
-from .suites import needs as suite_needs
+from ..image import image
+from .. import kconfig, series, source, suites
+from ..plan import plan as plan_mod
+from ..errors import EXIT_INFRA, HarnessError, PlanError
+from ..inputs import not_option, quote, read_bytes
+from ..plan.plan import WORKING_TREE, Plan, check_select, check_working_tree
+from ..results.model_series import SuiteChoice
+from ..series import SeriesSpec
+from ..source import working
+from ..suites import choose, expectations
+from ..suites import needs as suite_needs
 
 # what one series ref gave: the series read, or None for a message-id (b4
 # fetches it in the series stage: it needs the network and brings no suites)
@@ -267,10 +268,10 @@ def preflight(plan: Plan, workdir: Path, read: Read | None = None) -> Resolved:
             source.check_kernel_tree(Path(plan.kernel.tree).expanduser(), "kernel.tree",
                                      plan.kernel.ref)
     if plan.vm.backend == "qemu":
-        from .vm.check import check_local
+        from ..vm.check import check_local
         check_local(plan.vm.machine, plan.vm.firmware, str(plan.source_file))
     if plan.vm.backend == "libvirt":       # before a 20-minute build, not after
-        from .vm import hosts, libvirt, remote
+        from ..vm import hosts, libvirt, remote
         for uri in plan.vm.hosts or (plan.vm.libvirt_uri,):
             remote.check(uri)              # a transport the guests' SSH can take: exit 2
         if plan.vm.hosts:

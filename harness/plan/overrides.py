@@ -10,8 +10,8 @@ import os
 import shlex
 from collections.abc import Mapping, Sequence
 
-from .errors import PlanError
-from .inputs import TEXT_LIMIT, quote
+from ..errors import PlanError
+from ..inputs import TEXT_LIMIT, quote
 
 ENV = "HARNESS_SET"
 

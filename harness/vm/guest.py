@@ -17,7 +17,7 @@ from typing import Any, Callable, Sequence
 
 import paramiko
 
-from .errors import EXIT_FAIL, EXIT_INFRA, GuestError
+from ..errors import EXIT_FAIL, EXIT_INFRA, GuestError
 
 # connecting while the guest boots makes paramiko's transport thread log
 # tracebacks; the retry loop handles those failures, the log line is noise

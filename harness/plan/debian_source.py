@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from .errors import PlanError
-from .inputs import check_name, not_option, quote
+from ..errors import PlanError
+from ..inputs import check_name, not_option, quote
 
 # a Debian package name (policy 5.6.1) or a glob of names (linux-source-7.*)
 _PACKAGE_GLOB = re.compile(r"[a-z0-9][a-z0-9.+*?!\[\]-]{0,99}")

@@ -15,13 +15,14 @@ from dataclasses import dataclass
 from typing import Callable
 from pathlib import Path
 
-from . import boxfiles, buildwatch, ccache, proc, sandbox
-from .cache import Cache, digest
-from .errors import EXIT_FAIL, EXIT_INFRA, BuildError, disk_full
-from .kconfig import ConfigReport
-from .plan import BuildSpec
-from .source import SourceTree
-from .source.objdir import claim
+from .. import boxfiles, proc, sandbox
+from . import buildwatch, ccache
+from ..cache import Cache, digest
+from ..errors import EXIT_FAIL, EXIT_INFRA, BuildError, disk_full
+from ..kconfig import ConfigReport
+from ..plan.plan import BuildSpec
+from ..source import SourceTree
+from ..source.objdir import claim
 
 # "file:line[:col]: warning: text", the one shape of a compiler warning
 _WARNING = re.compile(r"^(?P<file>[^\s:]+):(?P<where>\d+(?::\d+)?): warning: (?P<text>.*)$")

@@ -9,8 +9,8 @@ import typing
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import PlanError
-from .inputs import TEXT_LIMIT, parse_yaml, quote
+from ..errors import PlanError
+from ..inputs import TEXT_LIMIT, parse_yaml, quote
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance

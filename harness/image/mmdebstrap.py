@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Protocol
 
-from .errors import EXIT_BAD_INPUT, EXIT_INFRA, ImageError
-from .proc import run
+from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, ImageError
+from ..proc import run
 
 SUBIDS_NEEDED = 65536     # the guest's ids go up to 65534 (nobody)
 FAKECHROOT_PACKAGES = ("fakechroot", "fakeroot")

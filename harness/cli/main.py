@@ -11,21 +11,23 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from . import completion, listing, overrides, plan as plan_mod, runmode
-from .errors import HarnessError, PlanError
-from .jsonout import JsonMode
-from .inputs import (CACHE_DIR_HELP, RUNS_DIR_HELP, CommaList, arg_type, check_run_path, count,
-                     dashed_values, runs_dir)
-from .progress import make_console
-from .bisect import cli as bisect_cli
-from .bisect import reproduce
-from .devloop import cli as devloop_cli
-from .export import cli as export_cli
-from .kconfig import cli as config_cli
-from .nightly import cli as nightly_cli
-from .report import cli as report_cli
-from .results import compare_cli, history_cli, history_db
-from .results.safe import printable
+from . import completion, listing
+from ..plan import overrides, plan as plan_mod
+from .. import runmode
+from ..errors import HarnessError, PlanError
+from ..jsonout import JsonMode
+from ..inputs import (CACHE_DIR_HELP, RUNS_DIR_HELP, CommaList, arg_type, check_run_path, count,
+    dashed_values, runs_dir)
+from ..pipeline.progress import make_console
+from ..bisect import cli as bisect_cli
+from ..bisect import reproduce
+from ..devloop import cli as devloop_cli
+from ..export import cli as export_cli
+from ..kconfig import cli as config_cli
+from ..nightly import cli as nightly_cli
+from ..report import cli as report_cli
+from ..results import compare_cli, history_cli, history_db
+from ..results.safe import printable
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,7 +39,7 @@ class _Parser(argparse.ArgumentParser):
         if _Parser.json_requested:
             self.print_usage(sys.stderr)
             print(f"{self.prog}: error: {message}", file=sys.stderr)
-            from .jsonout import emit
+            from ..jsonout import emit
             emit({"error": f"{self.prog}: {message}", "exit": 2})
             sys.exit(2)
         super().error(message)
@@ -60,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="check this host: QEMU, KVM, mmdebstrap, "
                                            "compiler, disk; or libvirt hosts (--uri), "
                                            "PCI passthrough devices (--passthrough)")
-    from .vm.remote import uri_options
+    from ..vm.remote import uri_options
     doctor.add_argument("--uri", action="extend", default=[], type=arg_type(uri_options),
                         help="check libvirt hosts instead (comma-separated or repeated): "
                              "reachable, "
@@ -80,13 +82,13 @@ def build_parser() -> argparse.ArgumentParser:
     export_cli.add_parser(sub)
     report_cli.add_parser(sub)
     reproduce.add_parser(sub)
-    from .vm import gc
+    from ..vm import gc
     gc.add_parser(sub)
     nightly_cli.add_parser(sub)
     listing.add_parser(sub)
     completion.add_parser(sub)
     devloop_cli.add_parsers(sub, _add_boot_options)
-    from .devloop import reload
+    from ..devloop import reload
     reload.add_parser(sub, functools.partial(_add_run_options, tests=False))
     return parser
 
@@ -224,21 +226,21 @@ def _doctor(args: argparse.Namespace, console) -> int:
         return doctor(console, args.json)
     codes = []
     if args.uri:
-        from .vm.hosts import doctor_uris
+        from ..vm.hosts import doctor_uris
         codes.append(doctor_uris(args.uri, console))
     if args.passthrough:
-        from .vm.vfio import doctor_passthrough
+        from ..vm.vfio import doctor_passthrough
         codes.append(doctor_passthrough(args.passthrough, console))
     return max(codes)
 
 
 def _gc(args: argparse.Namespace, console) -> int:
-    from .vm import gc
+    from ..vm import gc
     return gc.gc_command(args, console)
 
 
 def _reload(args: argparse.Namespace, console) -> int:
-    from .devloop import reload
+    from ..devloop import reload
     return reload.reload_command(args, console)
 
 
@@ -249,6 +251,14 @@ def _a_run(args: argparse.Namespace, console) -> int:
                                      ignore_cleanup_errors=True) as scratch:
         # an mbox's patches are split there: it lives until the run applied them
         return _run_command(args, console, Path(scratch))
+
+
+def _report(args: argparse.Namespace, console) -> int:
+    """`report`; `report --merge` joins a night's shards first (nightly/merge.py)."""
+    if args.merge is not None:
+        from ..nightly.merge import merge_command
+        return merge_command(args, console)
+    return report_cli.report_command(args, console)
 
 
 # every command's handler: (args, console) -> exit code; the heavy modules are
@@ -262,7 +272,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
     "bisect": bisect_cli.bisect_command,
     "compare": compare_cli.compare_command,
     "export": export_cli.export_command,
-    "report": report_cli.report_command,
+    "report": _report,
     "reproduce": reproduce.reproduce_command,
     "nightly": nightly_cli.nightly_command,
     "ssh": lambda args, console: devloop_cli.ssh_command(args, args.remote_command, console),
@@ -275,9 +285,9 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
 def _run_command(args: argparse.Namespace, console, scratch: Path) -> int:
     """`run`, `series check`, `boot`: the plan resolved once (the series read
     once, handed to the run), then the run."""
-    from . import resolve
-    from .cache import Cache
-    from .runner import run
+    from ..pipeline import resolve
+    from ..cache import Cache
+    from ..pipeline.runner import run
     read = None
     try:
         plan_path = args.plan
@@ -325,7 +335,7 @@ def _run_command(args: argparse.Namespace, console, scratch: Path) -> int:
     result = run(plan, args.runs_dir, cache, console, args.history, series=read,
                  selection=selection)
     if plan.bisect:
-        from .bisect import auto
+        from ..bisect import auto
         result = auto.after_run(plan, result, args.runs_dir, cache, console, args.history)
     if args.json:
         _emit_results(args.runs_dir / result.run_id / "results.json")
@@ -337,7 +347,7 @@ def _emit_results(path: Path) -> None:
     had a directory: the error document JsonMode prints)."""
     import json
 
-    from .jsonout import emit
+    from ..jsonout import emit
     try:
         emit(json.loads(path.read_text()))
     except (OSError, ValueError):
@@ -346,7 +356,7 @@ def _emit_results(path: Path) -> None:
 
 def choices_of(args: argparse.Namespace):
     """What the command line chose beside the plan file and --set."""
-    from .resolve import Choices
+    from ..pipeline.resolve import Choices
     command = args.command
     return Choices(
         command=command, overrides=tuple(args.overrides),

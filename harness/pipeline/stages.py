@@ -29,30 +29,31 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import boxfiles, build, image, kconfig, selftests, series, source, suites
-from .cache import Cache
-from .errors import EXIT_FAIL, EXIT_INFRA, HarnessError, SuiteError
-from .plan import Plan, check_working_tree, waiver_for
+from .. import boxfiles, kconfig, series, source, suites
+from ..build import build, selftests
+from ..image import image
+from ..cache import Cache
+from ..errors import EXIT_FAIL, EXIT_INFRA, HarnessError, SuiteError
+from ..plan.plan import Plan, check_working_tree, waiver_for
 from .progress import Progress
 from .resolve import Read, Resolved
-from .results import reproducer
-from .results.crashes import Attribution, node_crashes
-from .results.model import (ConfigChange, CrashRecord, ExpectationsSummary, KconfigResult,
-                            NodeRecord, PatchResult, RunResult, SeriesResult, StageRecord,
-                            Status, TestRecord)
-from .series import check as patchcheck
-from .source import apt
-from .source.objdir import holds_trusted, objdir_for
-from .suites import expectations, repeat, retry
-from .suites.plugin import SuiteContext, SuiteNode
-from .vm import topology
-from .vm import hosts, libvirt, remote
-from .vm.accel import AccelChoice
-from .vm.accel import choose as choose_accel
-from .vm.node import BootConfig, Node
-from .vm import vfio
-from .vm.qemu import QemuNode
-from .vm.watchdog import Watchdog
+from ..results import reproducer
+from ..results.crashes import Attribution, node_crashes
+from ..results.model import (ConfigChange, CrashRecord, ExpectationsSummary, KconfigResult,
+    NodeRecord, PatchResult, RunResult, SeriesResult, StageRecord, Status, TestRecord)
+from ..series import check as patchcheck
+from ..source import apt
+from ..source.objdir import holds_trusted, objdir_for
+from ..suites import expectations, registry, repeat, retry
+from ..suites.plugin import SuiteContext, SuiteNode
+from ..vm import topology
+from ..vm import hosts, libvirt, remote
+from ..vm.accel import AccelChoice
+from ..vm.accel import choose as choose_accel
+from ..vm.node import BootConfig, Node
+from ..plan import passthrough
+from ..vm.qemu import QemuNode
+from ..vm.watchdog import Watchdog
 
 
 class Interrupted(KeyboardInterrupt):
@@ -186,10 +187,11 @@ def kernel(run: Run) -> Kernel:
             result.kernel.release, result.kernel.build_key = kb.release, kb.key
             result.kernel.config_hash = report.config_hash
             result.kernel.warnings = list(kb.warnings)
-        if selftests.wanted(plan.suites):     # under the objdir lock: headers_install
+        needed = registry.artifacts(plan.suites)
+        if needed:     # under the objdir lock: headers_install
             with run.stages("selftests") as info:
                 run.kernel.artifacts, info.cached = selftests.build(
-                    plan.suites, tree.path, objdir, kb.key, cache, logs / "selftests.log")
+                    needed, tree.path, objdir, kb.key, cache, logs / "selftests.log")
     if run.run_dir is not None:
         shutil.copyfile(kb.config, run.run_dir / ".config")
     return run.kernel
@@ -290,7 +292,7 @@ def boot(run: Run, img: image.GuestImage, moddisk: Path) -> None:
         if vm.passthrough and accel.accel != "kvm":
             raise HarnessError(f"vm.passthrough: VFIO passthrough needs KVM, and this host "
                                f"has none for the guests ({accel.reason})", EXIT_INFRA)
-        devices = vfio.parse(vm.passthrough, vm.nodes)
+        devices = passthrough.parse(vm.passthrough, vm.nodes)
         extra = " ".join(filter(None, ["harness.init=systemd" if vm.init == "systemd" else "",
                                        vm.cmdline]))
         config = BootConfig(kb, img, moddisk, accel.accel, vm.boot_timeout, img.init, extra,
@@ -307,7 +309,7 @@ def boot(run: Run, img: image.GuestImage, moddisk: Path) -> None:
             node_dir = run.run_dir / "nodes" / spec.name
             node: Node = (
                 libvirt.LibvirtNode(spec, config, node_dir, uri, run.result.run_id, staged,
-                                    passthrough=vfio.for_node(devices, spec.index))
+                                    passthrough=passthrough.for_node(devices, spec.index))
                 if vm.backend == "libvirt" else QemuNode(spec, config, node_dir))
             run.nodes.append(node)
             node.start()

@@ -24,18 +24,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import boxfiles, build, kconfig, pipeline, selftests
-from .build import KernelBuild
-from .devloop import modules
-from .errors import HarnessError
-from .pipeline import Interrupted, Kernel, Run
-from .source.objdir import objdir_for
-from .plan import Plan, waiver_for
+from .. import boxfiles, kconfig
+from ..build import build, selftests
+from . import stages as pipeline
+from ..build.build import KernelBuild
+from ..suites import hotswap as modules, registry
+from ..errors import HarnessError
+from .stages import Interrupted, Kernel, Run
+from ..source.objdir import objdir_for
+from ..plan.plan import Plan, waiver_for
 from .progress import Progress
-from .results.crashes import Attribution, node_crashes
-from .results.model import FAILED, PASSED, SKIPPED, CrashRecord, PatchResult, TestRecord
-from .results.model_series import PatchTests
-from .series import checkout_base
+from ..results.crashes import Attribution, node_crashes
+from ..results.model import FAILED, PASSED, SKIPPED, CrashRecord, PatchResult, TestRecord
+from ..results.model_series import PatchTests
+from ..series import checkout_base
 
 
 def wanted(plan: Plan) -> bool:
@@ -157,8 +159,9 @@ def _kernel_at(run: Run, patch: PatchResult, names: tuple[str, ...]) -> Kernel:
         kb = build.build(tree, report, objdir, plan.build, cache, logs / f"{stem}-build.log")
         order = boxfiles.read_optional(objdir, "modules.order", "modules.order") or ""
         artifacts: dict[str, Path] = {}
-        if selftests.wanted(names):
-            artifacts, _ = selftests.build(names, tree.path, objdir, kb.key, cache,
+        needed = registry.artifacts(names)
+        if needed:
+            artifacts, _ = selftests.build(needed, tree.path, objdir, kb.key, cache,
                                            logs / f"{stem}-selftests.log")
     run.say(f"patch {patch.index}: kernel {kb.release} "
             + ("(cached)" if kb.cached else f"built in {kb.seconds:.0f} s"))
