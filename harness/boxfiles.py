@@ -1,4 +1,9 @@
-"""Files in a directory a sandboxed program wrote, handled from outside the box.
+"""Files in a directory a sandboxed program wrote (an object directory, a tree, a
+staging directory), handled from outside the box: the one opener of such paths — walked
+with O_NOFOLLOW per component, regular files with one link of the harness's or the
+sandbox's user, size-bounded reads and copies out (`read_text`, `copy_out`), writes in
+to a fresh name renamed into place (`write_in`, `copy_in`), and `audit` of a whole tree
+before it is handed on.
 
 An object directory, a kernel tree, a modules staging directory, a selftest's
 output: whatever a boxed program (the tree's make, merge_config.sh, a series'

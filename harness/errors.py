@@ -1,4 +1,8 @@
-"""One exception type per pipeline stage, each carrying the exit code it maps to.
+"""One exception type per pipeline stage (`PlanError`, `SourceError`, `SeriesError`,
+`ConfigError`, `BuildError`, `SelftestError`, `ImageError`, `BootError`, `GuestError`,
+`SuiteError`, `ProcError`, ...), each carrying the exit code it maps to, and the exit
+codes themselves (`EXIT_FAIL`, `EXIT_BAD_INPUT`, `EXIT_INFRA`): code uses these, not
+digits.
 
 Exit codes (docs/architecture.md): 0 pass, 1 kernel or test failure, 2 bad input,
 3 infrastructure error. A stage raises with the code that says whose fault it

@@ -1,4 +1,7 @@
-"""How git runs on a kernel tree the harness does not trust.
+"""How git runs on a kernel tree the harness does not trust: a `git` argv -> the
+environment that turns off hooks, fsmonitor, pager, editor, `ext::` and every filter,
+driver and command key the repository's configuration sets; a tree -> its git
+directories, the configuration files a box sees empty, the object stores it borrows.
 
 The harness runs git outside the sandbox on trees that may come from someone
 else (a user's checkout, a cached worktree of it, a Debian import, a nightly

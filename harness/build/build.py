@@ -1,4 +1,6 @@
-"""Build stage: tree + .config -> bzImage, modules staging dir, System.map.
+"""Build stage: tree + .config -> `KernelBuild` (bzImage, modules staging dir,
+System.map, release, the warnings), incremental per tree in the cache, compiled through
+the compiler cache of its trust domain (ccache.py).
 
 Results are cached by (tree commit and, for a working tree, the hash of its
 uncommitted edits, .config hash, compiler, make arguments):

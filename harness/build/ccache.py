@@ -1,4 +1,7 @@
-"""The compiler cache of the harness's builds, one trust domain per layer.
+"""The compiler cache of the harness's builds, one trust domain per layer: `layer(tree,
+objdir, cache)` -> `Layer` (the directory a build writes, the shared file store it
+writes or only reads), `config` (the settings file every build reads, bound read-only)
+and `trim` of the store.
 
 ccache's directory is writable by the build that uses it, so whatever a build
 puts there (a crafted result for a hash another tree will look up, a

@@ -1,4 +1,8 @@
-"""`harness doctor`: what this host has and lacks for a run, and what to do."""
+"""`harness doctor`: what this host has and lacks for a run, and what to do — a table of
+checks (tools with their Debian package, headers, the sandbox, KVM by a probe boot, how
+images would be built for this user, free disk, libvirtd; `--uri` and `--passthrough`
+through vm/hosts.py and vm/vfio.py), each failure with its fix; a required one missing
+is exit 3."""
 from __future__ import annotations
 
 import dataclasses

@@ -1,4 +1,5 @@
-"""The record of one kernel report (`Crash`) and the kinds of report (`CrashKind`)."""
+"""The record of one kernel report (`Crash`: kind, title, signature, frames, modules,
+taint, `file:line`, the test it happened in) and the kinds of report (`CrashKind`)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

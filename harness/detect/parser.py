@@ -1,4 +1,5 @@
-"""Kernel console or dmesg text -> Crash records: the line parser.
+"""Kernel console or dmesg text -> Crash records: the line parser (`find_crashes`), with
+grammar.py (what the lines look like) and headers.py (the lines that open a report).
 
 One record per report that a header of headers.TABLE opens. Titles follow
 syzkaller's style ("WARNING in rxe_completer"); `signature` is what

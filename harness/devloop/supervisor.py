@@ -1,4 +1,6 @@
-"""Keeping a run's nodes up after the command that booted them has returned.
+"""Keeping a run's nodes up after the command that booted them has returned:
+`detached(work)` forks first, the child runs the run and, when it keeps the nodes, lives
+on as their supervisor (QEMU's parent, a control socket, the deadline `--ttl`).
 
 `detached(work)` forks before anything else runs: the child, in a session of
 its own, does the run (its output still on the user's terminal) and tells the

@@ -1,4 +1,6 @@
-"""Guest images: a recipe (vm-images/<name>.yaml) -> a read-only ext4 root disk.
+"""Guest images: a recipe (vm-images/<name>.yaml) -> `GuestImage`, a read-only ext4 root
+disk with its SSH host key pinned (kept per image in <cache>/keys/); and a small modules
+disk per kernel build (`modules_disk`).
 
 mmdebstrap bootstraps the root file system into a tarball, as root or as an
 ordinary user (harness/image/mmdebstrap.py: root, unshare or fakechroot mode); the

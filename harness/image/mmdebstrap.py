@@ -1,6 +1,6 @@
-"""mmdebstrap, which bootstraps a guest image's root file system: always to a
-tarball (--format=tar), whose members carry the guest's owners whoever runs
-it, in the mode the harness's user can use:
+"""mmdebstrap, which bootstraps a guest image's root file system: a recipe -> a tarball
+(--format=tar) whose members carry the guest's owners whoever runs it, in the mode the
+harness's user can use (`choose_mode`, the modes below; a failure says what to do).
 
   root        the harness is root (CI): mmdebstrap's root mode.
   unshare     an ordinary user with subordinate ids in /etc/subuid and

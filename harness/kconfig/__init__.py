@@ -1,4 +1,6 @@
-"""Kconfig stage: base + fragments -> a verified .config (`ConfigReport`).
+"""Kconfig stage: base + fragments -> a verified .config (`ConfigReport`: every
+requested symbol against its value in .config, and for one that did not stick why and
+the fragment lines that fix it).
 
 fragments.py  fragments and .config files as data (requests, conflicts, values)
 configure.py  the stage: merge_config.sh + olddefconfig, verify, the results section

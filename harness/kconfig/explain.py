@@ -1,4 +1,6 @@
-"""Why did a requested Kconfig option not stick, and which fragment lines fix it.
+"""Why did a requested Kconfig option not stick, and which fragment lines fix it:
+walk.py's "why" lines and fix, proven by evaluating base + fragments + fix with the
+tree's own parser and trimmed to the lines needed.
 
 walk.py follows each missing symbol down to the symbols a fragment must set;
 this module proves the fix by evaluating base + fragments + fix with the same
