@@ -1,4 +1,6 @@
-"""The one helper through which every external program is started.
+"""The one helper through which every external program is started (`run`, `spawn`): argv
+lists only, timeouts, process-group kill, parent-death signal, output to the run's logs,
+and a `Box` given turned into its sandbox (sandbox.py).
 
 argv lists only (never a shell with user strings), a timeout, the whole
 process group killed on timeout or interrupt, output to a log file when asked,

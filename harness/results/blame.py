@@ -1,4 +1,7 @@
-"""Which patch of the series most likely caused a crash, with the evidence.
+"""Which patch of the series most likely caused a crash, with the evidence: a crash +
+the series -> `SuspectedPatch` (the `git blame` of the `file:line` the report names,
+else the first frames in functions the series changed, else the patches touching the
+named module's directory).
 
 As precise as the report allows, in this order:
 1. the report names file:line (7.2 WARNINGs, kernel BUG at, UBSAN): `git blame`

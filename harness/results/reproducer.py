@@ -1,6 +1,7 @@
-"""The reproducer bundle every run directory carries, so that a failure can be
-run again from the directory alone (`harness reproduce RUN_DIR`), even after
-the patches/ folder it used changed or was deleted:
+"""The reproducer bundle every run directory carries (the patches as applied,
+`source.json`, the harness version, `reproduce.sh`), so that a failure can be run again
+from the directory alone (`harness reproduce RUN_DIR`), even after the patches/ folder
+it used changed or was deleted.
 
     reproducer/patches/<n>-<series>/NNNN-*.patch   the series as applied
     reproducer/source.json                          tree origin, commits, image

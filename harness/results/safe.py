@@ -1,4 +1,6 @@
-"""Text from a guest or a kernel console made safe to print.
+"""Text from a guest or a kernel console made safe to print: `printable` (escape
+sequences removed, control bytes shown), `shown` (also cut, the length said), `Stripper`
+for a stream, `xml_text` for junit.xml and the report.
 
 A crash title, a test message or a console tail is whatever the guest wrote:
 it may carry terminal control sequences (OSC 0 sets the window title, CSI 2J

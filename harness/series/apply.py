@@ -1,4 +1,6 @@
-"""Series stage: patch series -> commits on top of the source tree.
+"""Series stage: patch series -> commits on top of the source tree (`AppliedSeries`),
+applied with `git am -3`; a patch that does not apply names the patch, file and hunk
+(exit 2).
 
 A series is `patches/<name>/series.yaml` + its .patch files, a directory of
 *.patch files, an mbox (or one patch), or a lore message-id fetched with b4.

@@ -1,5 +1,7 @@
-"""Where a tree builds, the lock of its checkout, and the trust domain of its
-object directory.
+"""Where a tree builds (`harness-obj/` in a tree the harness owns, `<cache>/objdirs/`
+for a user's working tree), the lock of its checkout, and the trust domain of its object
+directory (`claim`, before every configure and build: a series' build sets the tree's
+own objects aside, the base gets them back).
 
 A tree the harness owns (a Debian import, a git worktree) builds in a direct
 subdirectory of its own, a user's working tree in the cache (nothing writes

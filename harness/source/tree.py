@@ -1,4 +1,7 @@
-"""Source stage: a kernel tree to build, never the user's checkout.
+"""Source stage: a kernel tree to build, never the user's checkout: `KernelSpec` ->
+`SourceTree` (path, commit, origin, version, working_tree, diff_hash), from a cached
+`git worktree` of the user's tree or Debian's linux-source package imported into git
+with one reproducible commit.
 
 - debian: Debian's linux-source-X.Y package, downloaded through the host's
   mirror, extracted once into the cache and made a git repository with one

@@ -1,4 +1,6 @@
-"""In-guest validation suites, one folder each, written as pytest modules.
+"""In-guest validation suites, one folder each (a suite.yaml and pytest modules):
+`run()` runs the plan's suites with pytest in this process -> `TestRecord`s. The modules
+beside the folders are what the suites share.
 
 registry.py finds them (a folder with a suite.yaml is a suite: how to add one
 is written there); `run()` executes the plan's suites with pytest in this

@@ -1,4 +1,6 @@
-"""What a rebuild changed, and new modules into running guests.
+"""What a rebuild changed (`compare`: nothing, modules or a reboot), and new modules
+into running guests (`put_in`: bind mounts, holders-first unload, build ids checked, the
+links made again).
 
 `compare(old, new)` tells a reload what to do: nothing, put changed modules
 in (only .ko files changed, the same set of modules with the same

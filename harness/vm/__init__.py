@@ -1,4 +1,6 @@
-"""VM stage: kernel + image + topology -> running nodes reachable over SSH.
+"""VM stage: kernel + image + topology -> running nodes reachable over SSH. `topology()`
+-> `NodeSpec`s (a management NIC, the L2 the nodes share), each node started by a
+backend (qemu.py, libvirt.py) as node.py describes it.
 
 Backends: qemu.py (direct QEMU with QMP). The topology is data: one NodeSpec
 per guest, each with a management NIC (SSH forwarded on 127.0.0.1) and a second

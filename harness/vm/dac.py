@@ -1,4 +1,6 @@
-"""A local domain's files where libvirt's own DAC labelling can work.
+"""A local domain's files where libvirt's own DAC labelling can work: a root harness's
+system-URI domain gets its kernel, overlay and disks staged per run where libvirt can
+hand them to QEMU's user, swept when the run is gone (also by `harness gc`).
 
 Under qemu:///system, run as root, the harness leaves labelling to libvirt: a
 dynamic DAC seclabel, so QEMU runs as the user of qemu.conf (`user`, `group`;

@@ -1,4 +1,5 @@
-"""Guest stage: SSH sessions into nodes (paramiko), host key pinned.
+"""Guest stage: SSH sessions into nodes (paramiko), host key pinned: `Session` runs a
+command with a timeout -> `CommandResult`, and puts and gets files.
 
 Every command runs under the guest's coreutils `timeout`, so a command that
 hangs is killed in the guest too, not only abandoned by the client.

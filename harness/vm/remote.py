@@ -1,4 +1,6 @@
-"""Remote libvirt hosts, the SSH side: `vm.libvirt_uri: qemu+ssh://user@host[:port]/system`.
+"""Remote libvirt hosts, the SSH side: `vm.libvirt_uri:
+qemu+ssh://user@host[:port]/system` -> the host's address (`parse`) and the tunnel
+(`Tunnel`) through which the guests' SSH is reached.
 
 libvirt reaches such a host through its own ssh transport; the guests' SSH,
 which QEMU forwards on the hypervisor host's loopback, is reached here through

@@ -1,4 +1,5 @@
-"""Hang watchdog for the nodes while the suites run.
+"""Hang watchdog for the nodes while the suites run: a node whose SSH stopped answering
+and whose console went quiet gets SysRq dumps, is killed, and becomes a hang record.
 
 A node is hung when its SSH has not answered for `vm.hang_timeout` seconds and
 its console either printed nothing in that time or printed only the kernel's
