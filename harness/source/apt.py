@@ -3,17 +3,24 @@
 The mirror comes from the host's own apt configuration (or HARNESS_DEBIAN_MIRROR):
 the project never names a registry host. The private state lives in the cache,
 so the host's apt lists and preferences are never touched.
+
+python-debian does the Debian formats: `debian.deb822` reads a .sources
+file, `debian.debian_support.Version` orders versions as dpkg does (epochs,
+`~` before anything, the Debian revision), in process: no `dpkg
+--compare-versions` per comparison.
 """
 from __future__ import annotations
 
 import fnmatch
-import functools
 import os
 import pwd
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from debian.deb822 import Deb822
+from debian.debian_support import Version
 
 from .. import proc
 from ..cache import locked, write_atomic
@@ -36,25 +43,15 @@ Source = tuple[str, list[str], list[str], list[str]]
 
 
 def _deb822_sources(text: str) -> list[Source]:
-    """The enabled stanzas of a deb822 .sources file."""
+    """The enabled stanzas of a deb822 .sources file (python-debian's parser:
+    comments, continuation lines, field names in any case)."""
     entries = []
-    for stanza in re.split(r"\n\s*\n", text):
-        fields: dict[str, str] = {}
-        key = ""
-        for line in stanza.splitlines():
-            if line.startswith("#") or not line.strip():
-                continue
-            if line[0].isspace() and key:
-                fields[key] += " " + line.strip()
-            elif ":" in line:
-                key, value = line.split(":", 1)
-                key = key.strip().lower()
-                fields[key] = value.strip()
-        if fields.get("enabled", "yes").lower() == "no":
+    for stanza in Deb822.iter_paragraphs(text.splitlines(keepends=True), use_apt_pkg=False):
+        if stanza.get("Enabled", "yes").strip().lower() == "no":
             continue
-        entries.append((fields.get("types", ""), fields.get("uris", "").split(),
-                        fields.get("suites", "").split(),
-                        fields.get("components", "").split()))
+        entries.append((stanza.get("Types", ""), stanza.get("URIs", "").split(),
+                        stanza.get("Suites", "").split(),
+                        stanza.get("Components", "").split()))
     return entries
 
 
@@ -178,7 +175,8 @@ class PrivateApt:
         """(every offer of the packages `package` names, those whose version
         matches `pattern`), each list newest version first."""
         offers = [o for name in self.packages(package) for o in self.offers(name)]
-        offers.sort(key=functools.cmp_to_key(_compare_offers))
+        # newest first (a stable sort: offers of one version keep their order)
+        offers.sort(key=lambda o: version_key(o.version), reverse=True)
         return offers, [o for o in offers if fnmatch.fnmatchcase(o.version, pattern)]
 
     def resolve(self, package: str, pattern: str) -> Offer:
@@ -207,10 +205,10 @@ class PrivateApt:
         return debs[0]
 
 
-def _compare_offers(a: Offer, b: Offer) -> int:
-    """Newest first, as Debian orders versions (dpkg --compare-versions)."""
-    if a.version == b.version:
-        return 0
-    newer = proc.run(["dpkg", "--compare-versions", "--", a.version, "gt", b.version],
-                     timeout=30, error=SourceError)
-    return -1 if newer.returncode == 0 else 1
+def version_key(version: str) -> tuple[bool, Version | None]:
+    """A sort key that orders Debian versions as dpkg does; a version dpkg
+    would reject (empty, a space, a bare epoch) sorts below every valid one."""
+    try:
+        return True, Version(version)
+    except ValueError:
+        return False, None

@@ -9,7 +9,7 @@ import pytest
 
 from harness.source import apt as apt_mod
 from harness import proc
-from harness.source.apt import Offer, PrivateApt, host_mirror
+from harness.source.apt import Offer, PrivateApt, host_mirror, version_key
 from harness.errors import EXIT_BAD_INPUT, SourceError
 from harness.source.tree import _drop_debian_ignore_rule, check_kernel_tree, kernel_version
 
@@ -208,6 +208,18 @@ def test_mirror_from_deb822_skips_security_and_disabled(etc):
     assert host_mirror(etc=etc) == MIRROR
 
 
+def test_mirror_from_deb822_with_folded_fields_an_inline_key_and_comments(etc):
+    (etc / "sources.list.d" / "debian.sources").write_text(
+        "# Types: deb\n# URIs: http://commented.example/debian\n\n"
+        "types: deb\nuris: http://mirror.example/debian-security\n"
+        "suites: trixie-security\ncomponents: main\n\n\n"
+        "Types: deb deb-src\nURIs:\n http://mirror.example/debian/\n"
+        "Suites: trixie\n trixie-updates\nComponents: contrib\n main\n"
+        "Signed-By:\n -----BEGIN PGP PUBLIC KEY BLOCK-----\n .\n mQINBGPL\n"
+        " -----END PGP PUBLIC KEY BLOCK-----\n")
+    assert host_mirror(etc=etc) == MIRROR
+
+
 def test_mirror_from_one_line_sources_list(etc):
     (etc / "sources.list").write_text(
         "# deb http://commented.example/debian trixie main\n"
@@ -325,6 +337,52 @@ def test_resolve_of_a_package_nobody_offers(private_apt):
         private_apt.resolve("linux-source-9.9", "*")
     assert info.value.exit_code == EXIT_BAD_INPUT
     assert "offered: none" in str(info.value)
+
+
+# dpkg's order, each list oldest first (checked against `dpkg --compare-versions`
+# on every pair when the task moved off it: 406 pairs, none differed)
+DPKG_ORDER = [
+    ["7.3.4~rc1-1", "7.3.4-1~bpo12+1", "7.3.4-1~bpo13+1", "7.3.4-1", "7.3.4-1+b1",
+     "7.3.4-1+deb13u1", "7.3.4-1+deb13u2", "7.3.4-1+deb13u10", "7.10.1-1", "1:6.1-1"],
+    ["1.0~~", "1.0~~a", "1.0~", "1.0", "1.0a", "1.0+", "1.0.0"],   # letters before
+    ["1.0-1~", "1.0-1", "1.0-1a", "1.0-1.1"],                      # other signs
+]
+
+
+@pytest.mark.parametrize("order", DPKG_ORDER)
+def test_versions_sort_as_dpkg_orders_them(order):
+    shuffled = list(reversed(order))
+    shuffled.insert(1, shuffled.pop())
+    assert sorted(shuffled, key=version_key) == order
+
+
+@pytest.mark.parametrize("a, b", [("1.0", "1.0-0"), ("0:7.3.4-1", "7.3.4-1")])
+def test_versions_dpkg_calls_equal_are_equal(a, b):
+    assert version_key(a) == version_key(b)
+
+
+def test_a_backport_is_older_than_the_release_it_backports_and_an_epoch_wins(private_apt):
+    offers = [Offer("p", "7.3.4-1~bpo12+1", "bookworm-backports"), Offer("p", "7.3.4-1", "sid"),
+              Offer("p", "1:6.1-1", "old"), Offer("p", "7.3.4-1", "trixie")]
+    private_apt.offers = lambda package: list(offers)
+    private_apt.packages = lambda pattern: ["p"]
+    everything, _ = private_apt.matches("p", "*")
+    # newest first; the two offers of 7.3.4-1 keep the order apt gave them
+    assert [(o.version, o.suite) for o in everything] == [
+        ("1:6.1-1", "old"), ("7.3.4-1", "sid"), ("7.3.4-1", "trixie"),
+        ("7.3.4-1~bpo12+1", "bookworm-backports")]
+    assert private_apt.resolve("p", "7.*").version == "7.3.4-1"
+
+
+def test_ordering_versions_runs_no_process(private_apt, monkeypatch):
+    def no_process(argv, **kwargs):
+        raise AssertionError(f"ran {argv}")
+    monkeypatch.setattr(apt_mod.proc, "run", no_process)
+    assert private_apt.resolve("linux-source-7.*", "*").version == "7.10.1-1"
+
+
+def test_a_version_dpkg_rejects_sorts_below_every_valid_one():
+    assert sorted(["", "1:", "0.1", "a b"], key=version_key)[-1] == "0.1"
 
 
 def test_offers_parses_madison_output_through_private_state(tmp_path, monkeypatch):
