@@ -1,5 +1,7 @@
 """What a suite covers (suite.yaml `covers:`), and what a patch touches: the
-facts the series' suite selection (choose.py) works from. Pure.
+facts the series' suite selection (choose.py) works from. Pure. The globs
+are matched by pathspec (its "gitignore" patterns, once called
+gitwildmatch), each anchored at the tree's top.
 
     covers:
       paths:                          # kernel paths, gitignore-like globs: `*`
@@ -25,6 +27,9 @@ import functools
 import re
 from dataclasses import dataclass
 from typing import Any
+
+import pathspec
+from pathspec.patterns.gitignore.basic import GitIgnoreBasicPattern
 
 from ..errors import EXIT_BAD_INPUT, SuiteError
 
@@ -103,37 +108,19 @@ def parse(where: str, value: Any) -> Covers:
 
 
 @functools.lru_cache(maxsize=512)
-def _regex(glob: str) -> re.Pattern[str]:
-    out, i = [], 0
-    while i < len(glob):
-        if glob.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif glob.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif glob[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif glob[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(glob[i]))
-            i += 1
-    # a directory pattern covers what is under it
-    return re.compile("".join(out) + "(?:/.*)?")
+def _spec(globs: tuple[str, ...]) -> pathspec.PathSpec[GitIgnoreBasicPattern]:
+    """`globs` as one gitignore: each anchored at the tree's top (a leading
+    `/`, so `Makefile` is the top Makefile, not every one; `#` starts no
+    comment), `!` kept in front."""
+    return pathspec.PathSpec.from_lines("gitignore", [
+        ("!/" if glob.startswith("!") else "/") + glob.removeprefix("!") for glob in globs])
 
 
 def match(globs: tuple[str, ...], name: str) -> str | None:
     """The pattern that makes `name` match `globs` (the last one that matches
     decides, a `!` pattern takes it back out), or None."""
-    found = None
-    for glob in globs:
-        negated = glob.startswith("!")
-        if _regex(glob.removeprefix("!")).fullmatch(name):
-            found = None if negated else glob
-    return found
+    result = _spec(globs).check_file(name)
+    return globs[result.index] if result.include and result.index is not None else None
 
 
 # the files a patch touches: git's headers, else a plain diff's +++/--- lines

@@ -47,6 +47,30 @@ def test_globs_are_gitignore_like_and_the_last_match_decides():
     assert covers.match(("mm/hmm.c",), "mm/hmm.cc") is None
 
 
+@pytest.mark.parametrize("globs, name, expected", [
+    # every glob starts at the tree's top, as before: no floating basename
+    (("Makefile",), "Makefile", "Makefile"),
+    (("Makefile",), "drivers/infiniband/Makefile", None),
+    (("#notes",), "#notes", "#notes"),                       # no comment either
+    # ** across directories, also none; ? one character but /
+    (("drivers/**/Makefile",), "drivers/Makefile", "drivers/**/Makefile"),
+    (("drivers/**/Makefile",), "drivers/infiniband/sw/rxe/Makefile", "drivers/**/Makefile"),
+    (("a/?.c",), "a/1.c", "a/?.c"),
+    (("a/?.c",), "a/12.c", None),
+    # the last match decides, in either direction
+    (("!mm/hmm.c", "mm/**"), "mm/hmm.c", "mm/**"),
+    (("mm/**", "!mm/hmm*", "mm/hmm.c"), "mm/hmm.c", "mm/hmm.c"),
+    (("mm/**", "!mm/hmm*", "mm/hmm.c"), "mm/hmm.h", None),
+    # gitignore's rules where the old matcher had none: a trailing / is a
+    # directory (its files are covered), [..] a class of characters
+    (("drivers/pci/",), "drivers/pci/p2pdma.c", "drivers/pci/"),
+    (("drivers/pci/",), "drivers/pci", None),
+    (("lib/test_[hx]mm.c",), "lib/test_hmm.c", "lib/test_[hx]mm.c"),
+])
+def test_globs_follow_gitignore_anchored_at_the_tree_top(globs, name, expected):
+    assert covers.match(globs, name) == expected
+
+
 def test_a_patch_touches_its_git_headers_files_and_the_symbols_its_lines_name():
     text = patch("drivers/infiniband/sw/rxe/Kconfig", "drivers/infiniband/sw/rxe/rxe.c")
     text += ("diff --git a/new.c b/new.c\nnew file mode 100644\n--- /dev/null\n+++ b/new.c\n"
