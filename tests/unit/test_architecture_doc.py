@@ -1,202 +1,192 @@
-"""docs/architecture.md names every module under harness/, and names no module
-that is not there.
+"""The contributor docs stay true to the code.
 
-The doc's module table (the one under "| path | job | input → output |") has
-one row per top-level module or package; its first cell is the module
-(`plan.py`) or the package (`source/`). A module is named when
-
-- harness/x.py: `x.py` (backquoted) is in a top-level module's row;
-- harness/pkg/y.py: `y.py` is in the `pkg/` row (so a `cli.py` in three
-  packages needs three mentions, one in each package's row);
-- harness/pkg/sub/z.py: `sub/z.py` is in the `pkg/` row;
-- anywhere in the doc, its whole path from harness/ (`pkg/y.py`) or from
-  the repository (`harness/pkg/y.py`).
-
-Suite folders (harness/suites/<name>/ with a suite.yaml) are named by
-`<name>/` in the `suites/` row; the files every suite has by convention
-(suite.yaml, test_*.py, parse.py, expectations.yaml, described once in "How to
-add a suite") need no mention of their own, any other module in one does.
-An `__init__.py` is its package (or the harness) itself and needs none.
-Non-Python code counts too: `.c` sources and `.j2` templates (a glob such as
-`templates/*.html.j2` names every file it matches).
-
-The other way round, a module a row names must exist: a bare name in the
-`pkg/` row in harness/pkg/ (another package's or the top level's file of the
-same name does not count), a path such as `results/safe.py` from the package
-or from harness/; outside the table, every path under harness/."""
+- Every Python module under harness/ has a docstring: docs/modules.md, the
+  module reference, is made of their first paragraphs by
+  scripts/module_reference.py, and a module without one has no row.
+- docs/modules.md is exactly what that script writes now (a module added,
+  moved or re-described since makes it stale).
+- docs/architecture.md names only paths that exist: a backquoted path under
+  harness/ (`harness/pipeline/runner.py`, `pipeline/runner.py`, `results/`),
+  a bare module name (`runner.py`) somewhere under harness/, and a path of
+  the repository (`tests/unit/test_layers.py`).
+- docs/architecture.md's room guide ("The rooms") has a paragraph for every
+  folder of harness/ (opening with its bold, backquoted name), and its
+  paragraph of the root names every root module."""
 from __future__ import annotations
 
-import fnmatch
+import importlib.util
 import re
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "harness"
 DOC = ROOT / "docs" / "architecture.md"
-
-CODE = (".py", ".c", ".j2")
-# what every suite folder holds by convention ("How to add ... A suite.")
-SUITE_CONVENTION = ("__init__.py", "suite.yaml", "parse.py", "expectations.yaml", "test_*.py")
+PAGE = ROOT / "docs" / "modules.md"
 TOKEN = re.compile(r"`([^`\s]+)`")
-
-HOW = ("add a line for each to docs/architecture.md's module table: a top-level module "
-       "gets a row of its own (first cell `x.py`: its job, input → output), a module of a "
-       "package is named by its file name in that package's row (`pkg/`: \"`y.py`: what "
-       "it does\"), a suite folder by `<name>/` in the `suites/` row")
+PICTURE_PATH = re.compile(r"(?<![\w./])((?:[a-z_]+/)*[a-z_]+\.py)\b")
 
 
-def _rows() -> list[tuple[str, str]]:
-    """The module table's rows: (first cell without backquotes, the line)."""
-    lines = DOC.read_text().splitlines()
-    start = next((i for i, line in enumerate(lines)
-                  if re.match(r"\|\s*path\s*\|\s*job\s*\|", line)), None)
-    assert start is not None, "docs/architecture.md has no module table (| path | job | ...)"
-    rows = []
-    for line in lines[start + 2:]:
-        if not line.startswith("|"):
-            break
-        rows.append((line.split("|")[1].strip().strip("`"), line))
-    return rows
+def _generator():
+    spec = importlib.util.spec_from_file_location(
+        "module_reference", ROOT / "scripts" / "module_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _table() -> dict[str, str]:
-    """First cell (`plan.py`, `source/`) → the row's text."""
-    table: dict[str, str] = {}
-    for key, line in _rows():
-        table[key] = table.get(key, "") + line + "\n"
-    return table
+gen = _generator()
 
 
-def _tokens(text: str) -> set[str]:
-    return set(TOKEN.findall(text))
+def test_every_module_under_harness_has_a_docstring():
+    missing = [p.relative_to(ROOT).as_posix() for p in gen.modules() if gen.docstring(p) is None]
+    assert not missing, (
+        f"{len(missing)} module(s) without a docstring, so docs/modules.md cannot name them: "
+        + ", ".join(missing) + "; open each with a docstring whose first paragraph says its "
+        "job and its input → output, then run " + gen.COMMAND)
 
 
-def _named(tokens: set[str], name: str) -> bool:
-    """`name` is one of the tokens, or matches a glob among them."""
-    return any(t == name or ("*" in t and fnmatch.fnmatch(name, t)) for t in tokens)
+def test_the_module_reference_is_current():
+    page = PAGE.read_text(encoding="utf-8") if PAGE.is_file() else ""
+    assert page == gen.render(), f"docs/modules.md is stale: run {gen.COMMAND} and commit it"
 
 
-def _code_files() -> list[Path]:
-    return sorted(p for p in HARNESS.rglob("*")
-                  if p.is_file() and p.name.endswith(CODE) and "__pycache__" not in p.parts)
+def test_the_reference_has_a_row_for_every_module():
+    page = PAGE.read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `(harness/[^`]*)` \|", page, re.M)
+    expected = [gen.label(p) for p in gen.modules()]
+    assert sorted(rows) == sorted(expected)
+    assert len(rows) == len(set(rows))
+    assert {"harness/pipeline/runner.py", "harness/results/", "harness/errors.py"} <= set(rows)
 
 
-def _is_suite_dir(path: Path) -> bool:
-    return path.parent == HARNESS / "suites" and (path / "suite.yaml").is_file()
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "harness"
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
 
 
-def _scopes() -> tuple[set[str], dict[str, set[str]]]:
-    """The tokens of the top-level modules' rows, and of each package's row."""
-    top: set[str] = set()
-    packages: dict[str, set[str]] = {}
-    for key, text in _table().items():
-        if key.endswith("/"):
-            packages[key.rstrip("/")] = _tokens(text)
+def test_a_new_module_gets_its_row_and_one_without_a_docstring_stops_the_generator(tmp_path):
+    root = _tree(tmp_path, {
+        "__init__.py": '"""The harness."""\n',
+        "errors.py": '"""Errors.\n\nMore, not shown."""\nX = 1\n',
+        "watch/__init__.py": '"""The list CI: a mailing list -> runs."""\n',
+        "watch/poll.py": '"""Polls a list: `lore` | mbox -> <new> series *now*."""\n',
+    })
+    page = gen.render(root)
+    assert "## harness/watch/" in page
+    assert "| `harness/watch/` | The list CI: a mailing list -> runs. |" in page
+    # the first paragraph only; code spans kept (a pipe in a table escaped),
+    # Markdown's markup taken literally outside them
+    assert "| `harness/errors.py` | Errors. |" in page and "not shown" not in page
+    assert r"| `harness/watch/poll.py` | Polls a list: `lore` \| mbox -> \<new> series \*now\*. |" \
+        in page
+    assert page.index("## harness/\n") < page.index("## harness/watch/")
+
+    (root / "watch" / "feed.py").write_text("import os\n")
+    (root / "watch" / "__init__.py").write_text("")
+    with pytest.raises(gen.MissingDocstring) as err:
+        gen.render(root)
+    assert "harness/watch/feed.py" in str(err.value)
+    assert "harness/watch/__init__.py" in str(err.value)
+
+
+def test_the_generator_refuses_a_module_that_does_not_parse(tmp_path):
+    root = _tree(tmp_path, {"__init__.py": '"""x"""\n', "broken.py": "def (:\n"})
+    with pytest.raises(gen.MissingDocstring, match="broken.py: does not parse"):
+        gen.render(root)
+
+
+def _named_paths() -> list[tuple[int, str]]:
+    """(line number, path) for every backquoted token of the doc, and in its
+    pictures (fenced, nothing backquoted) every word that is a module path."""
+    out, fenced = [], False
+    for number, line in enumerate(DOC.read_text(encoding="utf-8").splitlines(), 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        elif fenced:
+            out += [(number, word) for word in PICTURE_PATH.findall(line)]
         else:
-            top |= _tokens(text)
-    return top, packages
+            out += [(number, token) for token in TOKEN.findall(line)]
+    return out
 
 
-def test_every_module_under_harness_is_named_in_the_architecture_doc():
-    doc = _tokens(DOC.read_text())
-    top, packages = _scopes()
-    unnamed = []
-    for path in _code_files():
-        rel = path.relative_to(HARNESS)
-        parts = rel.parts
-        if path.name == "__init__.py":
-            continue
-        if _named(doc, f"harness/{rel.as_posix()}") or (
-                len(parts) > 1 and _named(doc, rel.as_posix())):
-            continue
-        if len(parts) == 1:
-            ok = _named(top, parts[0])
+def _stale(token: str) -> str | None:
+    """Why a backquoted token of the doc names a path that is not there, or None."""
+    if any(c in token for c in "<>$~{}") or "://" in token or token.startswith(("/", "-", ".")):
+        return None
+    path = token.removeprefix("harness/")
+    first = path.split("/")[0]
+    under_harness = (token.startswith("harness/") or (HARNESS / first).is_dir()
+                     or ("/" not in path and path.endswith(".py")))
+    if under_harness:
+        if "/" not in token and path.endswith(".py"):
+            # a bare module name: some module of that name under harness/
+            found = any(HARNESS.rglob(path))
+        elif "*" in path:
+            found = any(HARNESS.glob(path))
         else:
-            row = packages.get(parts[0], set())
-            inner = "/".join(parts[1:])
-            ok = _named(row, inner)
-            if not ok and len(parts) == 3 and _is_suite_dir(HARNESS / parts[0] / parts[1]):
-                ok = (f"{parts[1]}/" in row
-                      and any(fnmatch.fnmatch(parts[2], c) for c in SUITE_CONVENTION))
-        if not ok:
-            unnamed.append(rel.as_posix())
-    # every suite folder is named once, in the suites/ row
-    suites_row = packages.get("suites", set())
-    for folder in sorted(p for p in (HARNESS / "suites").iterdir() if _is_suite_dir(p)):
-        if f"{folder.name}/" not in suites_row:
-            unnamed.append(f"suites/{folder.name}/")
-    assert not unnamed, (
-        f"{len(unnamed)} module(s) under harness/ that docs/architecture.md does not name: "
-        + ", ".join(unnamed) + f"; {HOW}")
+            found = (HARNESS / path).exists() or (token.startswith("harness/")
+                                                   and (ROOT / token).exists())
+        return None if found else f"`{token}` (no harness/{path})"
+    if "/" in token and (ROOT / first).is_dir() and first not in ("harness",):
+        found = any(ROOT.glob(token)) if "*" in token else (ROOT / token).exists()
+        return None if found else f"`{token}` (no {token} in the repository)"
+    return None
 
 
-def _resolve(token: str, package: str | None) -> list[Path]:
-    """Where a token of a row (package None: a top-level row) may point."""
-    if token.startswith("harness/"):
-        token, package = token.removeprefix("harness/"), None
-    # a bare name is the row's own package's (a `cli.py` of another package
-    # or of the top level does not keep it alive); a path may be from harness/
-    bases = [HARNESS / package] if package else [HARNESS]
-    if package and "/" in token:
-        bases.append(HARNESS)
-    if package == "suites" and any(fnmatch.fnmatch(token, c) for c in SUITE_CONVENTION):
-        bases += [p for p in (HARNESS / "suites").iterdir() if _is_suite_dir(p)]
-    found = []
-    for base in bases:
-        if "*" in token:
-            found += [p for p in base.glob(token) if p.is_file()]
-        elif (base / token).is_file():
-            found.append(base / token)
-    return found
+def test_the_architecture_doc_names_only_paths_that_exist():
+    stale = [f"line {number}: {why}" for number, token in _named_paths()
+             if (why := _stale(token))]
+    assert not stale, ("docs/architecture.md names paths that are not there (moved, renamed "
+                       "or removed: correct or drop each mention): " + "; ".join(stale))
 
 
-def _module_token(token: str) -> bool:
-    return token.endswith(CODE) and "<" not in token and not token.startswith(("tests/", "/"))
+def test_the_path_check_sees_a_missing_path():
+    assert _stale("pipeline/runner.py") is None
+    assert _stale("harness/pipeline/") is None
+    assert _stale("tests/unit/test_layers.py") is None
+    assert _stale("runner.py") is None
+    assert _stale("pipeline.py") is not None            # the root module the reorganisation moved
+    assert _stale("harness/guest.py") is not None
+    assert _stale("results/nothing.py") is not None
+    assert _stale("tests/unit/test_nothing.py") is not None
+    assert _stale("results.json") is None               # a file a run writes, not a path here
 
 
-def test_every_module_the_architecture_doc_names_exists():
-    stale = []
-    for key, text in _table().items():
-        package = key.rstrip("/") if key.endswith("/") else None
-        if package is not None and not (HARNESS / package).is_dir():
-            stale.append(f"row `{key}`: no harness/{key}")
-            continue
-        if package is None and key.endswith(CODE) and not (HARNESS / key).is_file():
-            stale.append(f"row `{key}`: no harness/{key}")
-            continue
-        for token in sorted(_tokens(text)):
-            if _module_token(token) and not _resolve(token, package):
-                where = ("harness/" if package is None or token.startswith("harness/")
-                         else f"harness/{package}/" if "/" not in token
-                         else f"harness/{package}/ or harness/")
-                stale.append(f"row `{key}`: `{token}` (not in {where})")
-        if package == "suites":
-            for token in sorted(_tokens(text)):
-                if token != key and re.fullmatch(r"[a-z0-9_]+/", token) and not _is_suite_dir(
-                        HARNESS / "suites" / token.rstrip("/")):
-                    stale.append(f"row `suites/`: `{token}` "
-                                 f"(no suite folder harness/suites/{token})")
-    # outside the table only whole paths are checked (a bare `parse.py` in the
-    # prose has no package to be resolved in)
-    lines = DOC.read_text().splitlines()
-    for number, line in enumerate(lines, 1):
-        if line.startswith("|"):
-            continue
-        for token in TOKEN.findall(line):
-            if not _module_token(token) or "/" not in token:
-                continue
-            first = token.removeprefix("harness/").split("/")[0]
-            if (token.startswith("harness/") or (HARNESS / first).is_dir()) \
-                    and not _resolve(token, None):
-                stale.append(f"line {number}: `{token}` "
-                             f"(no harness/{token.removeprefix('harness/')})")
-    assert not stale, (
-        "docs/architecture.md names modules that are not under harness/ (moved, renamed or "
-        "removed: correct or drop each mention): " + "; ".join(stale))
+def _rooms() -> str:
+    text = DOC.read_text(encoding="utf-8")
+    match = re.search(r"^## The rooms\n(.*?)(?=^## )", text, re.M | re.S)
+    assert match, "docs/architecture.md has no section \"## The rooms\" (the room guide)"
+    return match.group(1)
 
 
-def test_the_module_table_has_one_row_per_module_or_package():
-    keys = [key for key, _ in _rows()]
-    twice = sorted({k for k in keys if keys.count(k) > 1})
-    assert not twice, ("docs/architecture.md's module table has more than one row for "
-                       + ", ".join(f"`{k}`" for k in twice) + ": merge them into one")
+def _folders() -> list[str]:
+    return sorted(p.name for p in HARNESS.iterdir()
+                  if p.is_dir() and (p / "__init__.py").is_file())
+
+
+def test_every_folder_of_harness_has_its_paragraph_in_the_room_guide():
+    rooms = _rooms()
+    paragraphs = {m.group(1) for m in re.finditer(r"^\*\*`([a-z_]+)/`\*\*", rooms, re.M)}
+    missing = [f"{name}/" for name in _folders() if name not in paragraphs]
+    gone = [f"{name}/" for name in sorted(paragraphs) if not (HARNESS / name).is_dir()]
+    assert not missing and not gone, (
+        f"docs/architecture.md's \"The rooms\": no paragraph for {missing}, a paragraph for "
+        f"a folder that is not there {gone}; each folder of harness/ gets one paragraph "
+        "opening with **`name/`** (what it owns, its entry points, what it must not import)")
+    assert {"pipeline", "vm", "results"} <= paragraphs
+
+
+def test_the_root_paragraph_names_every_root_module():
+    root = re.search(r"^\*\*The root\*\*(.*?)(?=\n\n|\Z)", _rooms(), re.M | re.S)
+    assert root, "docs/architecture.md's \"The rooms\" has no paragraph **The root**"
+    named = set(TOKEN.findall(root.group(1)))
+    modules = sorted(p.name for p in HARNESS.glob("*.py") if p.name != "__init__.py")
+    missing = [m for m in modules if m not in named]
+    assert not missing, ("docs/architecture.md's paragraph **The root** does not name "
+                         + ", ".join(missing) + ": say in a few words what each one shares")
