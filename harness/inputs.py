@@ -1,4 +1,8 @@
-"""Untrusted input, checked in one place.
+"""Untrusted input, checked in one place: names that become paths or argv words
+(`check_name`), paths read from files (`inside`), values a program would take for
+options (`not_option`), size-bounded reads (`read_text`, `load_yaml`, `load_json`),
+values quoted in messages (`quote`) and command-line value types; each raises the
+caller's stage error, exit 2.
 
 Everything the harness reads from a user, a series directory, a tree or a
 guest goes through these functions before it becomes a path, an argv element,

@@ -1,4 +1,7 @@
-"""`harness`: a thin command line over the runner.
+"""`harness`: a thin command line over the pipeline and the workflows: argv -> the calls
+-> exit code. `run` and `series check` here (`request.prepare`, then `runner.run`);
+every other subcommand parsed and run by its package's own cli module; `doctor`, `list`
+and `completion` by this folder's modules.
 
 Exit codes: 0 pass, 1 kernel or test failure, 2 bad input, 3 infrastructure error.
 """

@@ -1,10 +1,12 @@
-"""`harness reload [RUN]`: after an edit in the tree of a kept-up run, a run
-of its own (a run directory, results, crash detection, the verdict) on the
-same guests:
+"""`harness reload [RUN]`: after an edit in the tree of a kept-up run, a run of its own
+(a run directory, results, crash detection, the verdict) on the same guests, through
+`runner.run` with the stages below: the tree built again incrementally, the changed
+modules put into the running guests, the nodes rebooted with the new kernel, or nothing,
+then the tests.
 
     source -> kconfig -> build (incremental) -> reload -> test
 
-where `reload` puts changed modules into the running guests (modules.py),
+where `reload` puts changed modules into the running guests (suites/hotswap.py),
 reboots the nodes with the new kernel when built-in code changed (the
 supervisor restarts them), or does nothing when nothing changed."""
 from __future__ import annotations

@@ -1,4 +1,7 @@
-"""What a run works from, read and checked once before any stage runs.
+"""What a run works from, read and checked once before any stage runs: the loaded plan +
+the command line's `Choices` + the series read once (`read_series`) -> the plan the
+command runs (`plan_for`), and `preflight` -> `Resolved` (the plan, the series, the
+image recipe, the expectations), which request.py's `prepare` carries to the run.
 
 `plan_for(...)`: the plan a command runs, made in one step from the loaded plan,
 the command line's choices and what its series bring (a series' series.yaml

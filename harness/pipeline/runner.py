@@ -1,9 +1,9 @@
-"""One run of a plan: its run directory, preflight, the stage sequence
-(pipeline.py), and the end of the run — crash records, the verdict, the perf
-baseline, results.json / junit.xml, the summary, the history index and
-report.html (neither of the last two can change the verdict). The run
-directory is written whatever happens (errors, Ctrl-C, SIGTERM), and no QEMU
-process outlives the run."""
+"""One run: `run(request)` (a `RunRequest` of request.py: the plan, its series, every
+input already checked) -> `RunResult` — its run directory, signals, the stage sequence
+(stages.py), and the end of the run: crash records, the verdict, the perf baseline,
+results.json / junit.xml, the summary, the history index and report.html (neither of the
+last two can change the verdict). The run directory is written whatever happens (errors,
+Ctrl-C, SIGTERM), and no QEMU process outlives the run."""
 from __future__ import annotations
 
 import contextlib

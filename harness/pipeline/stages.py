@@ -1,6 +1,7 @@
-"""The stage sequence, written once: the stages of the picture in
-docs/architecture.md ("The pipeline"), by the names a run records
-(results.json `stages[]`):
+"""The stage sequence, written once (`kernel`, `guest_image`, `boot`, `test`; the one
+suite loop `run_suites` and the one boot again `reboot`): the stages of the pictures in
+docs/architecture.md ("The pipeline"), by the names a run records (results.json
+`stages[]`), as below.
 
     source -> series -> kconfig -> build -> selftests     kernel(): every command
                                                            that needs a kernel
