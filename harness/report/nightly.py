@@ -1,7 +1,7 @@
-"""A night (nightly/model.py's `NightlyResult`) as the report shows it
-(view.NightlyPage): the jobs grouped by what became of them, regressions
-first, each with its reasons, failing rows, crash titles and bisect culprit,
-and a link to its run's report.html."""
+"""A night (results/model_nightly.py's `NightlyResult`) as the report shows it
+(view.NightlyPage): the jobs grouped by what became of them, regressions first, each
+with its reasons, failing rows, crash titles and bisect culprit, and a link to its run's
+report.html."""
 from __future__ import annotations
 
 import os
