@@ -2,7 +2,15 @@
 kernel tree's own selftests: KTAP/TAP text -> cases, a kselftest exit code
 -> a status, both -> TestRecords, and kselftest-list.txt -> the scripts to
 run. Pure functions, checked on real output in tests/data/selftests/
-(tests/unit/suites/test_ktap.py)."""
+(tests/unit/suites/test_ktap.py).
+
+Hand-written on purpose, no library. The kernel's own KTAP parser
+(tools/testing/kunit/kunit_parser.py) is the tree's code: untrusted, it
+runs only inside the sandbox (docs/manual/security.md, "The trust
+boundary"), and importing it would run a series' Python in the harness's
+process. PyPI's TAP parser (tap.py) reads TAP 12/13 only: no KTAP nesting,
+none of kselftest's XFAIL, XPASS or ERROR directives, its "# Totals" line
+or kselftest_harness's "#  RUN" lines that give a case its log."""
 from __future__ import annotations
 
 import re
