@@ -20,7 +20,11 @@ gitwildmatch), each anchored at the tree's top.
 
 A suite without `covers` is chosen only by a plan, a series.yaml or --suites
 (the demo series' own counters), or for perf, which needs a baseline to judge,
-by the perf keys that ask for a verdict (choose.asked_by)."""
+by the perf keys that ask for a verdict (choose.asked_by).
+
+Anchored means as if each glob began with `/` (`Makefile` is the top one);
+from gitignore's rules also: a trailing `/` covers the files under that
+directory, `[..]` is a class of characters."""
 from __future__ import annotations
 
 import functools
