@@ -121,7 +121,8 @@ def render(root: Path = HARNESS) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0] if __doc__ else None, allow_abbrev=False)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help=f"write {PAGE.relative_to(REPO)}")
     mode.add_argument("--check", action="store_true",
