@@ -7,8 +7,9 @@
   moved or re-described since makes it stale).
 - docs/architecture.md names only paths that exist: a backquoted path under
   harness/ (`harness/pipeline/runner.py`, `pipeline/runner.py`, `results/`),
-  a bare module name (`runner.py`) somewhere under harness/, and a path of
-  the repository (`tests/unit/test_layers.py`).
+  a bare module name (`runner.py`) somewhere under harness/, a path of the
+  repository (`tests/unit/test_layers.py`), and in the pictures (fenced,
+  nothing backquoted) every word that is a module path (`cli/main.py`).
 - docs/architecture.md's room guide ("The rooms") has a paragraph for every
   folder of harness/ (opening with its bold, backquoted name), and its
   paragraph of the root names every root module."""
