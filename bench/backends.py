@@ -42,7 +42,7 @@ def one_run(backend: str, sets: list[str], runs: Path) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--remote", action="store_true",
                         help="also a remote libvirt host through the loopback sshd")

@@ -98,7 +98,7 @@ def cold(plan, cache: Cache, config: Path, logs: Path) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--series", default="demo-rxe-slow")
     parser.add_argument("--no-cold", action="store_true")
     args = parser.parse_args()

@@ -294,7 +294,7 @@ def table(figures: dict[str, list[float | None]]) -> tuple[dict, dict, list[str]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="timed runs of each (3)")
     parser.add_argument("--json", type=Path, metavar="FILE",
                         help="also write the figures to FILE as JSON")

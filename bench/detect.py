@@ -80,7 +80,7 @@ def best(fn, repeat: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--size-mb", type=float, default=50)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--reports", type=int, default=24)

@@ -75,7 +75,7 @@ def stage_seconds(run_dir: Path) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--suites", default="verbs-smoke")
     parser.add_argument("--tree", type=Path, default=None)

@@ -58,7 +58,7 @@ def timed(what, fn):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1000)
     parser.add_argument("--template", default="quickstart-before-typed-results")
     args = parser.parse_args()

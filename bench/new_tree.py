@@ -69,7 +69,7 @@ def bare_outside(tree: Path, config: Path, scratch: Path, logs: Path) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--outside", action="store_true",
                         help="also bare make of clone B outside its tree (another cold build)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch directory")

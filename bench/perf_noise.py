@@ -171,7 +171,7 @@ def judge_all(clean: list[RunResult], slow: list[RunResult], threshold: float,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--clean", type=int, default=4, help="clean runs (default 4)")
     parser.add_argument("--slow", type=int, default=2, help="runs with the slow series")
     parser.add_argument("--repeat", type=int, default=5, help="perf.repeat (default 5)")

@@ -45,7 +45,7 @@ def bare_make(cache: Path, results: dict) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--cache", type=Path, help="an empty directory for the cold cache")
     parser.add_argument("--bare-make", action="store_true")
     args = parser.parse_args()

@@ -55,7 +55,7 @@ def timing(checker: Callable[..., None]) -> tuple[Callable[..., None], list[floa
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("series", nargs="?", default="demo-broken")
     parser.add_argument("--repeat", type=int, default=1)
     args = parser.parse_args()

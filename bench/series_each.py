@@ -66,7 +66,7 @@ def describe(results: dict) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("series", nargs="?", default="demo-rxe-counters")
     parser.add_argument("--set", dest="sets", action="append", default=None)
     args = parser.parse_args()

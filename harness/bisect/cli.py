@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from rich.console import Console
 
@@ -59,12 +60,11 @@ def add_parser(sub) -> None:
                              "throughput_*/latency_* METRIC is worse than at the good end "
                              "by more than perf.threshold_percent, e.g. "
                              "'test_tcp_iperf3:throughput_mbit_s' (split at the last colon)")
-    parser.add_argument("--runs-per-step", dest="repeat", type=count(1, "runs per step"),
+    parser.add_argument("--repeat", dest="repeat", type=count(1, "runs per step"),
                         default=None, metavar="N",
                         help="runs per step before a commit is called good (default: the "
                              "plan's bisect_repeat, 3); with --perf every step does all N")
-    parser.add_argument("--repeat", dest="repeat", type=count(1, "runs per step"),
-                        default=argparse.SUPPRESS, help=argparse.SUPPRESS)   # the old name
+    old_name(parser, "--runs-per-step", "--repeat", "repeat", count(1, "runs per step"))
     parser.add_argument("--plan", default=None, help="plan YAML (default quickstart)")
     parser.add_argument("--set", dest="overrides", action="append", default=[],
                         metavar="KEY=VALUE", help="override a plan key; repeatable")
@@ -75,6 +75,30 @@ def add_parser(sub) -> None:
                         help="print the bisect's report (bisect.json) as JSON")
     parser.add_argument("--cache-dir", type=Path, default=None,
                         help=CACHE_DIR_HELP)
+
+
+class RenamedOption(argparse.Action):
+    """An option's old name, kept for one release: hidden from --help, the
+    completion and the manual, it still works and says once on stderr that
+    it is deprecated (`new` the name to use)."""
+
+    def __init__(self, option_strings: list[str], dest: str, new: str = "",
+                 **kwargs: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"{parser.prog}: {option_string} is deprecated and goes in the next release: "
+              f"use {self.new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def old_name(parser: argparse.ArgumentParser, flag: str, new: str, dest: str,
+             kind: Callable[[str], Any]) -> None:
+    """`flag`: the old name of the option `new` (same `dest`, same type)."""
+    parser.add_argument(flag, dest=dest, type=kind, default=argparse.SUPPRESS,
+                        help=argparse.SUPPRESS, action=RenamedOption, new=new)
 
 
 def bisect_command(args: argparse.Namespace, console: Console) -> int:
@@ -107,7 +131,7 @@ def _setup(args) -> tuple[plan_mod.Plan, SeriesRange | GitRange, Target]:
     from .steps import Target, failed_run, perf_target, suite_of_glob
     target = Target(args.test, args.crash)
     if args.repeat is not None and args.repeat < 1:
-        raise PlanError("--runs-per-step: at least 1", EXIT_BAD_INPUT)
+        raise PlanError("--repeat: at least 1", EXIT_BAD_INPUT)
     if args.perf:
         if args.test or args.crash:
             raise PlanError("--perf is a target of its own: not with --test or --crash",

@@ -25,6 +25,7 @@ from ..results.model import RunResult
 from ..results.safe import printable
 from ..source import git, working
 from .steps import BAD, SKIP, Target, classify, failed_run, matching_rows
+from .cli import old_name
 
 
 def add_parser(sub) -> None:
@@ -37,10 +38,9 @@ def add_parser(sub) -> None:
                         help="the rows to reproduce (default: what failed in RUN_DIR)")
     parser.add_argument("--crash", default="", metavar="TEXT",
                         help="the crash to reproduce (title or signature contains TEXT)")
-    parser.add_argument("--attempts", dest="repeat", type=count(1, "runs"), default=2,
+    parser.add_argument("--repeat", dest="repeat", type=count(1, "runs"), default=2,
                         metavar="N", help="runs of the failure (default 2)")
-    parser.add_argument("--repeat", dest="repeat", type=count(1, "runs"),
-                        default=argparse.SUPPRESS, help=argparse.SUPPRESS)   # the old name
+    old_name(parser, "--attempts", "--repeat", "repeat", count(1, "runs"))
     parser.add_argument("--runs-dir", type=Path, default=None,
                         help="where the new runs go (default: beside RUN_DIR)")
     parser.add_argument("--cache-dir", type=Path, default=None,

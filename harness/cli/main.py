@@ -35,8 +35,15 @@ from ..results.safe import printable
 
 class _Parser(argparse.ArgumentParser):
     """A usage error is exit 2 with argparse's message; under --json, also the
-    error document on stdout (every subcommand's parser is of this class)."""
+    error document on stdout (every subcommand's parser is of this class).
+    No option is taken by a prefix of its name (allow_abbrev=False, in every
+    subcommand too): `run --suite x` is an error, not `--suites x`, and a new
+    option can never change what an old command line meant."""
     json_requested = False
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         if _Parser.json_requested:

@@ -12,7 +12,7 @@ from .parser import find_crashes
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness.detect",
+    ap = argparse.ArgumentParser(allow_abbrev=False, prog="python -m harness.detect",
                                  description="the kernel reports in LOG, as golden-file JSON")
     ap.add_argument("log", type=Path, metavar="LOG")
     ap.add_argument("--update", action="store_true",

@@ -9,8 +9,10 @@ from pathlib import Path
 from rich.console import Console
 
 from .. import runmode
+from ..bisect.cli import old_name
 from ..cache import Cache
-from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError
+from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
+from ..plan import overrides, plan as plan_mod
 from ..inputs import CACHE_DIR_HELP, RUNS_DIR_HELP, count, runs_dir
 from ..results.safe import printable
 from . import config as config_mod
@@ -41,17 +43,41 @@ def add_parser(sub) -> None:
                         help="run the I-th of N disjoint shares of the matrix")
     parser.add_argument("--jobs", type=count(1, "jobs at once"), default=1, metavar="K",
                         help="jobs at once (each boots its own guests: mind cores and memory)")
-    parser.add_argument("--bisect-repeat", type=count(1, "runs per bisect step"), default=1,
-                        metavar="N",
-                        help="runs per bisect step (default 1)")
+    parser.add_argument("--repeat", dest="bisect_repeat", type=count(1, "runs per bisect step"),
+                        default=1, metavar="N",
+                        help="runs per step of the bisect of a new failure (a git source with "
+                             "bisect: true), as `harness bisect --repeat` (default 1)")
+    old_name(parser, "--bisect-repeat", "--repeat", "bisect_repeat",
+             count(1, "runs per bisect step"))
     parser.add_argument("--list", action="store_true",
                         help="print the shard's jobs and exit (no source is fetched)")
     parser.add_argument("--json", action="store_true", help="with --list: print JSON")
 
 
+def check_env_sets(config: config_mod.NightlyConfig) -> None:
+    """$HARNESS_SET's assignments, which every job's run applies before the
+    job's own --set, checked against every job's plan as `harness run`
+    checks them: an unknown key or a value the plan refuses is exit 2 naming
+    the variable, the job and the key, not an error in every job of the night."""
+    words = overrides.from_env()
+    if not words:
+        return
+    for source in config.sources:
+        head = source.head_overrides("HEAD" if source.git else source.debian_version,
+                                     config_mod.CHECK_MIRROR)
+        for plan in source.plans or config.plans:
+            try:
+                plan_mod.load(config.plan_path(plan), [*words, *config.overrides,
+                                                       *source.overrides, *head])
+            except PlanError as exc:
+                raise PlanError(f"${overrides.ENV} ({' '.join(words)}), job {source.name} "
+                                f"{plan}: {exc}") from None
+
+
 def nightly_command(args: argparse.Namespace, console: Console) -> int:
     try:
         config = config_mod.load(args.config)
+        check_env_sets(config)          # before --list too: a typo is no job's to find
         index, count = parse_shard(args.shard)
         if args.jobs < 1:
             raise HarnessError("--jobs: at least 1", 2)
@@ -73,8 +99,8 @@ def nightly_command(args: argparse.Namespace, console: Console) -> int:
                    "overrides": list(j.overrides)} for j in jobs])
             return EXIT_PASS
         for job in jobs:
-            console.print(printable(f"{job.id} {job.source} {job.plan} "
-                                    + " ".join(job.overrides)), soft_wrap=True)
+            console.print(printable(" ".join((job.id, job.source, job.plan, *job.overrides))),
+                          soft_wrap=True)
         return EXIT_PASS
     try:
         runmode.runs_dir(args.runs_dir, runmode.from_env())    # 0700 unless it says

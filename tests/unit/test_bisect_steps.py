@@ -125,7 +125,7 @@ def args(tmp_path, **extra) -> argparse.Namespace:
 
 @pytest.mark.parametrize("extra, message", [
     ({"series": ["demo-broken"]}, "give the target"),
-    ({"test": "x", "repeat": 0}, "--runs-per-step: at least 1"),
+    ({"test": "x", "repeat": 0}, "--repeat: at least 1"),
     ({"test": "x", "tree": Path("/x")}, "needs --tree, --good and --bad"),
     ({"test": "x", "plan": None, "overrides": ["series=[]"]}, "no range"),
 ])

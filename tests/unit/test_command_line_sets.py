@@ -72,7 +72,7 @@ def test_one_list_syntax_and_the_old_spellings_still_parse():
     assert args.uri == ["qemu:///system", "qemu:///session", "test:///default"]
     args = parse(["bisect", "--series", "a,b", "c", "--test", "x"])
     assert args.series == ["a", "b", "c"] and args.repeat is None
-    # each repeat named for what it repeats; the old name still works
+    # runs per try is --repeat everywhere; the old names still work (one release)
     assert parse(["bisect", "--series", "a", "--runs-per-step", "4"]).repeat == 4
     assert parse(["bisect", "--series", "a", "--repeat", "4"]).repeat == 4
     assert parse(["reproduce", "r", "--attempts", "5"]).repeat == 5

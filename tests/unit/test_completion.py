@@ -31,10 +31,14 @@ def test_bash_completes_commands_and_options(tmp_path):
     path = tmp_path / "harness.bash"
     path.write_text(script("bash"))
     assert {"series", "bisect", "list", "completion"} <= set(complete(str(path), ["harness", ""]))
-    assert "--runs-per-step" in complete(str(path), ["harness", "bisect", "--ru"])
+    assert "--runs-dir" in complete(str(path), ["harness", "bisect", "--ru"])
+    # an old option name, hidden for its last release, is not offered
+    assert complete(str(path), ["harness", "bisect", "--re"]) == ["--repeat"]
+    assert complete(str(path), ["harness", "reproduce", "--at"]) == []
     assert complete(str(path), ["harness", "list", "s"]) == ["suites", "series"]
 
 
 def test_zsh_script_is_made_from_the_same_parser():
     text = script("zsh")
-    assert text.startswith("#compdef harness") and "--runs-per-step" in text
+    assert text.startswith("#compdef harness") and "--runs-dir" in text
+    assert "--runs-per-step" not in text and "--attempts" not in text

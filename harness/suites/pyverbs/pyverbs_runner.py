@@ -324,7 +324,7 @@ def modules_in(tests_dir: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     parser.add_argument("--tests", required=True, help="the unpacked rdma-core tests directory")
     parser.add_argument("--dev", required=True, help="RDMA device, e.g. rxe0")
     parser.add_argument("--gid", type=int, help="GID index passed to the tests")
