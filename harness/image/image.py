@@ -28,11 +28,11 @@ from typing import Any, Callable
 import yaml
 
 from . import ext4, mmdebstrap
-from .. import sandbox
+from .. import datafile, sandbox
 from ..source.apt import host_mirror
 from ..cache import Cache, digest
 from ..errors import EXIT_BAD_INPUT, ImageError
-from ..inputs import load_yaml, quote
+from ..inputs import quote
 from ..plan.plan import PROJECT_ROOT
 from ..proc import run
 
@@ -91,11 +91,28 @@ def _recipe_path(name_or_path: str) -> Path:
     return RECIPE_DIR / f"{name_or_path}.yaml"
 
 
+@dataclass(frozen=True)
+class RecipeFile:
+    """vm-images/<name>.yaml as written (schemas/recipe.schema.json)."""
+    name: str                   # the image's name: a lower-case name like trixie-rdma
+    suite: str                  # the Debian suite mmdebstrap installs (trixie)
+    variant: str                # mmdebstrap's --variant: the base package set
+    disk_size_mb: int           # the root disk's size
+    description: str = ""       # free text, shown by `harness list images`
+    packages: tuple[str, ...] = ()  # Debian packages installed on top of the variant
+
+
+KIND = datafile.Kind("recipe", RecipeFile, "image recipe", "a mapping of recipe keys",
+                     choices={"variant": VARIANTS},
+                     ranges={"disk_size_mb": (64, 1 << 20, "MiB")}, error=ImageError,
+                     description="a guest image recipe (vm-images/<name>.yaml)")
+
+
 def load_recipe(name_or_path: str) -> Recipe:
     """Read and check a recipe; every problem names the file and the key."""
     path = _recipe_path(name_or_path)
     try:
-        data = load_yaml(path, "image recipe", error=ImageError)
+        data: RecipeFile = datafile.load(path, KIND)
     except FileNotFoundError:
         known = ", ".join(sorted(p.stem for p in RECIPE_DIR.glob("*.yaml")))
         raise ImageError(f"{path}: image recipe not found (recipes in {RECIPE_DIR}: "
@@ -103,41 +120,18 @@ def load_recipe(name_or_path: str) -> Recipe:
     except OSError as exc:
         raise ImageError(f"{path}: cannot read recipe: {exc.strerror}",
                          EXIT_BAD_INPUT) from None
-    if not isinstance(data, dict):
-        raise ImageError(f"{path}: top level must be a mapping of recipe keys",
-                         EXIT_BAD_INPUT)
-    return Recipe(path=str(path), **_check_recipe(data, str(path)))
-
-
-def _check_recipe(data: dict, src: str) -> dict[str, Any]:
-    known = ("name", "description", "suite", "variant", "packages", "disk_size_mb")
-    for key in data:
-        if key not in known:
-            raise ImageError(f"{src}: unknown key {quote(key)} (known: {', '.join(known)})",
-                             EXIT_BAD_INPUT)
-    for key in ("name", "suite", "variant", "disk_size_mb"):
-        if key not in data:
-            raise ImageError(f"{src}: missing key '{key}'", EXIT_BAD_INPUT)
-
-    def bad(key: str, expected: str) -> ImageError:
-        return ImageError(f"{src}: {key}: expected {expected}, got {quote(data[key])}",
-                          EXIT_BAD_INPUT)
-
+    src = str(path)
     for key in ("name", "suite"):
-        if not isinstance(data[key], str) or not _NAME_RE.fullmatch(data[key]):
-            raise bad(key, "a lower-case name like 'trixie'")
-    if data["variant"] not in VARIANTS:
-        raise bad("variant", f"one of {', '.join(VARIANTS)}")
-    size = data["disk_size_mb"]
-    if not isinstance(size, int) or isinstance(size, bool) or not 64 <= size <= 1 << 20:
-        raise bad("disk_size_mb", "an integer number of MiB, at least 64")
-    packages = data.get("packages") or []
-    if not isinstance(packages, list) or not all(
-            isinstance(p, str) and _PACKAGE_RE.fullmatch(p) for p in packages):
-        raise bad("packages", "a list of Debian package names")
-    return dict(name=data["name"], suite=data["suite"], variant=data["variant"],
-                packages=tuple(packages), disk_size_mb=size,
-                description=str(data.get("description") or ""))
+        if not _NAME_RE.fullmatch(getattr(data, key)):
+            raise ImageError(f"{src}: {key}: expected a lower-case name like 'trixie', got "
+                             f"{quote(getattr(data, key))}", EXIT_BAD_INPUT)
+    for index, package in enumerate(data.packages):
+        if not _PACKAGE_RE.fullmatch(package):
+            raise ImageError(f"{src}: packages: expected a list of Debian package names, got "
+                             f"{quote(package)} (packages[{index}])", EXIT_BAD_INPUT)
+    return Recipe(name=data.name, suite=data.suite, variant=data.variant,
+                  packages=data.packages, disk_size_mb=data.disk_size_mb,
+                  description=data.description, path=src)
 
 
 # --- keys and building -------------------------------------------------------

@@ -28,11 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from .. import datafile
 from ..plan import plan as plan_mod
 from ..errors import PlanError
-from ..inputs import check_name, load_yaml, not_option, quote
+from ..inputs import check_name, not_option, quote
 from ..plan.debian_source import check_debian_source
-from ..plan.plan import PROJECT_ROOT, from_mapping
+from ..plan.plan import PROJECT_ROOT
 
 # what a git source's mirror is cloned from, besides an existing local path
 # and git's scp-like ssh form [user@]host:path (plain http: use https)
@@ -47,14 +48,14 @@ CHECK_MIRROR = "mirror.git"
 
 @dataclass(frozen=True)
 class SourceSpec:
-    name: str
+    name: str                             # the source's name in job ids and nightly.json
     git: str = ""                         # a URL or a path: a git tree
     branches: tuple[str, ...] = ("master",)
     debian_package: str = ""              # or Debian's linux-source-X.Y (a glob: the newest)
     debian_version: str = "*"             # a glob: the newest offered match
-    debian_suites: tuple[str, ...] = ("sid", "trixie-backports")
+    debian_suites: tuple[str, ...] = ("sid", "trixie-backports")  # where apt looks
     plans: tuple[str, ...] = ()           # default: the nightly's plans
-    overrides: tuple[str, ...] = ()
+    overrides: tuple[str, ...] = ()       # --set KEY=VALUE for this source's jobs only
     bisect: bool = False                  # git: bisect a new failure
 
     @property
@@ -83,10 +84,10 @@ def _text(value: str) -> str:
 
 @dataclass(frozen=True)
 class NightlyConfig:
-    name: str
-    sources: tuple[SourceSpec, ...]
-    plans: tuple[str, ...] = ("quickstart",)
-    overrides: tuple[str, ...] = ()
+    name: str                             # the nightly's name (its runs directory)
+    sources: tuple[SourceSpec, ...]       # the kernel sources to follow
+    plans: tuple[str, ...] = ("quickstart",)  # plans by name (plans/) or path, every source's
+    overrides: tuple[str, ...] = ()       # --set KEY=VALUE for every job
     source_file: str = ""
 
     def plan_path(self, plan: str) -> Path:
@@ -98,10 +99,17 @@ class NightlyConfig:
         return PROJECT_ROOT / "plans" / f"{plan}.yaml"
 
 
+# the file as harness.datafile reads it and its schema says (schemas/nightly.schema.json)
+KIND = datafile.Kind("nightly", NightlyConfig, "nightly file",
+                     "a mapping (name, plans, sources)", lenient=True,
+                     description="`harness nightly NIGHTLY.yaml`: the kernel sources to follow "
+                                 "and the plans to run on their new heads")
+
+
 def load(path: Path) -> NightlyConfig:
     src = str(path)
     try:
-        data = load_yaml(path, "nightly file")
+        data = datafile.read(path, KIND)
     except FileNotFoundError:
         raise PlanError(f"{path}: nightly file not found") from None
     except IsADirectoryError:
@@ -109,12 +117,11 @@ def load(path: Path) -> NightlyConfig:
                         "plans/nightly.yaml)") from None
     except OSError as exc:
         raise PlanError(f"{path}: cannot read the nightly file: {exc.strerror}") from None
-    if not isinstance(data, dict):
-        raise PlanError(f"{src}: top level must be a mapping (name, plans, sources)")
     for key in ("name", "sources"):
         if key not in data:
             raise PlanError(f"{src}: `{key}` is missing")
-    config = dataclasses.replace(from_mapping(NightlyConfig, data, "", src), source_file=src)
+    config = dataclasses.replace(datafile.convert(data, NightlyConfig, "", src, KIND),
+                                 source_file=src)
     config = _check(config, src)
     for index, source in enumerate(config.sources):
         for plan in source.plans or config.plans:

@@ -11,18 +11,13 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any
 
 from . import passthrough
 from .debian_source import check_debian_source
+from .. import datafile
 from ..errors import PlanError
-from . import mapping
-from ..inputs import check_name, load_yaml, not_option, quote
-
-if TYPE_CHECKING:
-    from _typeshed import DataclassInstance
-
-_Record = TypeVar("_Record", bound="DataclassInstance")
+from ..inputs import check_name, not_option, quote
 
 # The project's data (plans, kconfigs, patches, vm-images): in a checkout,
 # harness/_data holds symlinks to the top-level folders; an installed package
@@ -198,28 +193,18 @@ CHOICES = {
 }
 
 
-def from_mapping(cls: type[_Record], data: Any, where: str, src: str) -> _Record:
-    """A `cls` dataclass from YAML data, every key checked (PlanError, exit 2)."""
-    return mapping.to_record(cls, data, where, src, CHOICES)
-
-
 def load(path: str | Path | None, overrides: Sequence[str] = (), as_run: bool = False) -> Plan:
     """A plan file; `as_run`: a run directory's plan.yaml (the plan as run),
     which names the file it came from."""
     path = Path(path) if path else PROJECT_ROOT / "plans" / "quickstart.yaml"
+    # a run's plan.yaml names its source_file: taken, then replaced below
+    kind = dataclasses.replace(KIND, internal=frozenset()) if as_run else KIND
     try:
-        data = load_yaml(path, "plan file") or {}
+        plan: Plan = datafile.load(path, kind, overrides)
     except FileNotFoundError:
         raise PlanError(f"{path}: plan file not found") from None
     except OSError as exc:
         raise PlanError(f"{path}: cannot read plan: {exc.strerror}") from None
-    if not isinstance(data, dict):
-        raise PlanError(f"{path}: top level must be a mapping of plan keys")
-    if as_run:
-        data.pop("source_file", None)
-    for assignment in overrides:
-        mapping.apply_set(data, assignment)
-    plan = from_mapping(Plan, data, "", str(path))
     if plan.kernel.tree and plan.kernel.source == "debian":
         # naming a tree is choosing it: `--set kernel.tree=/src/linux` is enough
         plan = dataclasses.replace(
@@ -262,6 +247,9 @@ RANGES: dict[str, tuple[int, int, str]] = {
     "perf.samples_per_boot": (1, 20, "samples in one boot"),
     "perf.threshold_percent": (1, 1000, "percent"),
 }
+# the plan file as harness.datafile reads it and its schema says (schemas/plan.schema.json)
+KIND = datafile.Kind("plan", Plan, "plan file", "a mapping of plan keys", CHOICES, RANGES,
+                     lenient=True, description="a run plan (docs/plan-reference.md)")
 # a QEMU machine type (q35, pc, pc-q35-7.2, microvm...)
 _MACHINE = re.compile(r"[a-z][a-z0-9_.-]{0,63}")
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from .. import proc, sandbox
+from .. import datafile, proc, sandbox
 from ..errors import EXIT_BAD_INPUT, SeriesError
-from ..inputs import as_name, check_name, inside, load_yaml, quote, read_bytes
+from ..inputs import as_name, check_name, inside, quote, read_bytes
 from ..plan.plan import PROJECT_ROOT
 from ..source import GIT_ENV, SourceTree, git, object_id
 
@@ -117,59 +117,57 @@ def _spec(name: str, patches: list[PatchFile], origin: str, **extra) -> SeriesSp
                       modules=tuple(extra.get("modules", ())))
 
 
-_KEYS = {"name", "description", "base", "upstream", "patches", "kconfig", "suites",
-         "modules", "upstream_patches", "status", "notes"}
+@dataclass(frozen=True)
+class SeriesFile:
+    """patches/<name>/series.yaml as written (schemas/series.schema.json)."""
+    name: str = ""              # the series' name (default: its directory's)
+    description: str = ""       # what the series does, shown by `harness list series`
+    base: str = ""              # the kernel version or commit it targets
+    upstream: str = ""          # its lore message-id or URL, if posted
+    # the patch files, in order, next to series.yaml; none: a manifest of `upstream`
+    patches: tuple[str, ...] = ()
+    # kconfig fragments that validate it: names in kconfigs/, or .config files beside it
+    kconfig: tuple[str, ...] = ()
+    suites: tuple[str, ...] = ()    # suites that validate it, added to the plan's
+    modules: tuple[str, ...] = ()   # the modules the modules suite cycles (default: the plan's)
+    upstream_patches: tuple[str, ...] = ()  # for the reader: the posted patches' subjects
+    status: str = ""            # for the reader: where it stands upstream
+    notes: str = ""             # for the reader
+
+
+KIND = datafile.Kind("series", SeriesFile, "series.yaml", "a mapping (name, patches, ...)",
+                     lenient=True, error=SeriesError,
+                     description="a patch series (patches/<name>/series.yaml)")
 
 
 def _from_yaml(path: Path) -> SeriesSpec:
     src = str(path)
     try:
-        data = load_yaml(path, "series.yaml", error=SeriesError) or {}
+        data: SeriesFile = datafile.load(path, KIND)
     except OSError as exc:
         raise SeriesError(f"{path}: cannot read it ({exc.strerror})", EXIT_BAD_INPUT) from None
-    if not isinstance(data, dict):
-        raise SeriesError(f"{path}: expected a mapping (name, patches, ...)", EXIT_BAD_INPUT)
-    unknown = sorted(str(k)[:60] for k in set(data) - _KEYS)
-    if unknown:
-        raise SeriesError(f"{path}: unknown key(s) {', '.join(unknown)} (known: "
-                          f"{', '.join(sorted(_KEYS))})", EXIT_BAD_INPUT)
-    name = check_name(data.get("name", path.parent.name), "name", src, error=SeriesError)
-    for key in ("description", "base", "upstream"):
-        if not isinstance(data.get(key, ""), (str, int, float)):
-            raise SeriesError(f"{path}: {key}: text, got {quote(data[key])}", EXIT_BAD_INPUT)
-    names = data.get("patches") or []
-    if not names:
-        how = (f" It is a manifest of {data['upstream']}: fetch the patches with "
-               f"`b4 am {data['upstream']}` and run `harness series check <the .mbx file>`"
-               if data.get("upstream") else "")
+    name = check_name(data.name or path.parent.name, "name", src, error=SeriesError)
+    if not data.patches:
+        how = (f" It is a manifest of {data.upstream}: fetch the patches with "
+               f"`b4 am {data.upstream}` and run `harness series check <the .mbx file>`"
+               if data.upstream else "")
         raise SeriesError(f"{path}: lists no patch files.{how}", EXIT_BAD_INPUT)
-    if not isinstance(names, list):
-        raise SeriesError(f"{path}: patches: a list of patch file names", EXIT_BAD_INPUT)
     patches = []
-    for index, entry in enumerate(names):
+    for index, entry in enumerate(data.patches):
         file = inside(path.parent, entry, f"patches[{index}]", src, error=SeriesError)
         if not file.is_file():
-            raise SeriesError(f"{path}: patches[{index}]: patch {str(entry)[:200]} not found next "
+            raise SeriesError(f"{path}: patches[{index}]: patch {entry[:200]} not found next "
                               "to it", EXIT_BAD_INPUT)
         patches.append(_patch_file(file))
-    extra = {k: data[k] for k in ("description", "base", "upstream") if k in data}
-    extra["suites"] = tuple(check_name(t, f"suites[{i}]", src, error=SeriesError)
-                            for i, t in enumerate(_strings(data, "suites", src)))
-    extra["modules"] = tuple(check_name(m, f"modules[{i}]", src, error=SeriesError)
-                             for i, m in enumerate(_strings(data, "modules", src)))
-    extra["kconfig"] = tuple(_fragment(path.parent, f, f"kconfig[{i}]", src)
-                             for i, f in enumerate(_strings(data, "kconfig", src)))
-    return _spec(name, patches, src, **extra)
-
-
-def _strings(data: dict, key: str, src: str) -> list[str]:
-    value = data.get(key, [])
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise SeriesError(f"{src}: {key}: a list of names, got {quote(value)}",
-                          EXIT_BAD_INPUT)
-    return value
+    return SeriesSpec(
+        name=name, description=data.description, base=data.base, upstream=data.upstream,
+        patches=tuple(patches), origin=src,
+        fragments=tuple(_fragment(path.parent, f, f"kconfig[{i}]", src)
+                        for i, f in enumerate(data.kconfig)),
+        suites=tuple(check_name(t, f"suites[{i}]", src, error=SeriesError)
+                     for i, t in enumerate(data.suites)),
+        modules=tuple(check_name(m, f"modules[{i}]", src, error=SeriesError)
+                      for i, m in enumerate(data.modules)))
 
 
 def _fragment(directory: Path, value: str, key: str, src: str) -> str:

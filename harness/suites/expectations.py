@@ -27,17 +27,16 @@ import fnmatch
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
-
-from .. import proc
+from .. import datafile, proc
 from ..errors import PlanError
-from ..inputs import load_yaml, quote
+from ..inputs import quote
 from ..results.model import (FAILED, ExpectationEntry, ExpectationsSummary, Status, TestRecord,
                              Until, WarningRecord)
 from . import registry
 
 ANY = "any"
-_KEYS = {"test", "reason", "intermittent", "until", "match"}
 
 
 @dataclass(frozen=True)
@@ -69,53 +68,71 @@ class Expectation:
                                 self.source, until, lifted)
 
 
-def _entries(suite: str, by_provider, where: str) -> list[Expectation]:
+# --- the files as written (schemas/expectations.schema.json, plan-expectations) ---
+
+@dataclass(frozen=True)
+class UntilFile:
+    commit: str = ""            # a commit the tree under test has once it is fixed
+    # or the subject of that commit (a series applied with git am keeps subjects)
+    subject: str = ""
+
+
+@dataclass(frozen=True)
+class EntryFile:
+    # the row's name or, for "<suite>[<provider>] <case>", its case: exact or a shell glob
+    test: str = field(default="", metadata=datafile.REQUIRED)
+    reason: str = field(default="", metadata=datafile.REQUIRED)  # why it is expected to fail
+    intermittent: bool = False  # true: a pass is just a pass (no xpass)
+    # the entry is lifted once the tree has the fix: a commit id, or {commit, subject}
+    until: str | UntilFile | None = None
+    # a regular expression the failure's message must match to be the known one
+    match: str = ""
+
+
+ByProvider = dict[str, tuple[EntryFile, ...]]
+KIND = datafile.Kind("expectations", ByProvider, "expectations file",
+                     f"a mapping of provider (e.g. rxe, siw, {ANY}) to a list of entries",
+                     lenient=True, description="a suite's known failures "
+                     "(harness/suites/<name>/expectations.yaml)")
+PLAN_KIND = datafile.Kind("plan-expectations", dict[str, ByProvider], "expectations file",
+                          "a mapping of suite to {provider: [entries]}", lenient=True,
+                          description="a plan's known failures (the files its "
+                          "`expectations` key names): {suite: {provider: [entries]}}")
+
+
+def _entries(suite: str, by_provider: Any, where: str, src: str = "",
+             key: str = "") -> list[Expectation]:
+    """A suite's entries from the file `src` (`where` in messages and
+    sources), at key `key` of it (a plan's file: the suite)."""
     if by_provider is None:
         return []
-    if not isinstance(by_provider, dict):
-        raise PlanError(f"{where}: a mapping of provider (e.g. rxe, siw, {ANY}) to a list "
-                        f"of entries, got {type(by_provider).__name__}")
+    typed: ByProvider = datafile.convert(by_provider, ByProvider, key, src or where, KIND)
     found = []
-    for provider, entries in by_provider.items():
-        if not isinstance(entries, list):
-            raise PlanError(f"{where}: {provider}: a list of entries "
-                            "({test: ..., reason: ...}), got " + type(entries).__name__)
+    for provider, entries in typed.items():
         for n, entry in enumerate(entries, 1):
             at = f"{where}: {provider} entry {n}"
-            if not isinstance(entry, dict):
-                raise PlanError(f"{at}: a mapping with `test` and `reason`")
-            unknown = set(entry) - _KEYS
-            if unknown:
-                raise PlanError(f"{at}: unknown key(s) {', '.join(sorted(unknown))} "
-                                f"(known: {', '.join(sorted(_KEYS))})")
-            test, reason = entry.get("test"), entry.get("reason")
-            if not isinstance(test, str) or not test.strip():
+            test = entry.test.strip()
+            if not test:
                 raise PlanError(f"{at}: `test` (the row name or case, a shell glob) is missing")
-            if not isinstance(reason, str) or not reason.strip():
+            if not entry.reason.strip():
                 raise PlanError(f"{at} ({test}): `reason` is missing: say why it is "
                                 "expected to fail")
-            until = entry.get("until") or {}
-            if isinstance(until, str):
-                until = {"commit": until}
-            if not isinstance(until, dict) or set(until) - {"commit", "subject"}:
-                raise PlanError(f"{at} ({test}): `until` is a commit id or "
-                                "{commit: ..., subject: ...}")
-            match = entry.get("match") or ""
+            until = UntilFile(entry.until) if isinstance(entry.until, str) else (
+                entry.until or UntilFile())
             try:
-                re.compile(str(match))
+                re.compile(entry.match)
             except re.error as exc:
-                raise PlanError(f"{at} ({test}): `match` {quote(match)} is not a regular "
+                raise PlanError(f"{at} ({test}): `match` {quote(entry.match)} is not a regular "
                                 f"expression: {exc}") from None
             found.append(Expectation(
-                suite, str(provider), test.strip(), " ".join(reason.split()),
-                f"{where} ({test.strip()})", bool(entry.get("intermittent", False)),
-                str(until.get("commit") or ""), str(until.get("subject") or ""), str(match)))
+                suite, provider, test, " ".join(entry.reason.split()), f"{where} ({test})",
+                entry.intermittent, until.commit, until.subject, entry.match))
     return found
 
 
-def _read(path: Path):
+def _read(path: Path, kind: datafile.Kind = KIND) -> dict[Any, Any]:
     try:
-        return load_yaml(path, "expectations file")
+        return datafile.read(path, kind)
     except OSError as exc:
         raise PlanError(f"expectations file {path}: cannot read it ({exc.strerror})") from None
 
@@ -139,16 +156,14 @@ def read(suites: tuple[str, ...], plan_files: tuple[str, ...] = ()) -> Loaded:
         spec = registry.get(suite)
         path = spec.expectations if spec else None
         by_suite[suite] = ([] if path is None else
-                           _entries(suite, _read(path), f"{path.parent.name}/{path.name}"))
+                           _entries(suite, _read(path), f"{path.parent.name}/{path.name}",
+                                    str(path)))
     found: list[Expectation] = []
     for name in plan_files:
         path = Path(name).expanduser()
-        data = _read(path)
-        if not isinstance(data, dict):
-            raise PlanError(f"expectations file {path}: a mapping of suite to "
-                            "{provider: [entries]}")
-        for suite, by_provider in data.items():
-            found += _entries(str(suite), by_provider, str(path) + f": {suite}")
+        for suite, by_provider in _read(path, PLAN_KIND).items():
+            found += _entries(str(suite), by_provider, str(path) + f": {suite}", str(path),
+                              str(suite))
     return Loaded(by_suite, found)
 
 

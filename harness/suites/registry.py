@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable
 
+from .. import datafile
 from ..errors import EXIT_BAD_INPUT, SuiteError
-from ..inputs import load_yaml
 from ..vm import ExtraDevices
 from .covers import Covers
 from .covers import parse as parse_covers
@@ -47,13 +47,6 @@ from .covers import parse as parse_covers
 SUITES_DIR = Path(__file__).resolve().parent
 SPEC_FILE = "suite.yaml"
 EXPECTATIONS_FILE = "expectations.yaml"
-
-_KEYS = {"name", "description", "tests", "needs", "providers", "timeouts", "defaults",
-         "covers"}
-_NEEDS = {"fragments", "packages", "artifacts", "devices"}
-_DEVICE_KEYS = {"files", "args"}
-# plan keys a suite may give a default for
-_DEFAULTS = {"modules"}
 
 
 @dataclass(frozen=True)
@@ -86,27 +79,57 @@ class SuiteSpec:
         return path if path.is_file() else None
 
 
+# --- suite.yaml as written (schemas/suite.schema.json) ------------------------
+
+@dataclass(frozen=True)
+class NodeDevicesFile:
+    # QEMU options, each "-option value"; {node_dir} is the node's directory
+    args: tuple[str, ...] = ()
+    # sparse backing files made in the node's directory before QEMU starts: name -> MiB
+    files: dict[str, int] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class NeedsFile:
+    fragments: tuple[str, ...] = ()  # kconfig fragments (kconfigs/<name>.config)
+    packages: tuple[str, ...] = ()  # guest packages the image recipe must install
+    artifacts: tuple[str, ...] = ()  # programs built on the host from the tree (build/selftests.py)
+    # extra QEMU devices, by node (node1, node2)
+    devices: dict[str, NodeDevicesFile] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class DefaultsFile:
+    modules: tuple[str, ...] = ()   # the plan's `modules` when the plan names none
+
+
+@dataclass(frozen=True)
+class SuiteFile:
+    # the name plans use in `suites:`: the folder's, dashes for underscores
+    name: str = field(default="", metadata=datafile.REQUIRED)
+    description: str = field(default="", metadata=datafile.REQUIRED)  # one line: what it checks
+    # pytest files in the folder (test_*.py); basenames unique across suites
+    tests: tuple[str, ...] = field(default=(), metadata=datafile.REQUIRED)
+    needs: NeedsFile = field(default_factory=NeedsFile)  # what it needs (checked before a build)
+    providers: tuple[str, ...] = ()  # the RDMA provider matrix (rxe, siw), if it has one
+    timeouts: dict[str, float] = field(default_factory=dict, hash=False)  # seconds, by name
+    defaults: DefaultsFile = field(default_factory=DefaultsFile)  # plan values it gives
+    covers: Covers = field(default_factory=Covers)  # what a series must touch to choose it
+
+
+KIND = datafile.Kind("suite", SuiteFile, SPEC_FILE, "a mapping of suite.yaml keys",
+                     error=SuiteError, description="a suite's suite.yaml "
+                     "(harness/suites/<name>/suite.yaml)")
+
+
 def _problem(where: str, what: str) -> SuiteError:
     return SuiteError(f"{where}: {what}", EXIT_BAD_INPUT)
 
 
-def _strings(where: str, value: Any) -> tuple[str, ...]:
-    if value is None:
-        return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        raise _problem(where, f"a list of names, got {value!r}")
-    return tuple(value)
-
-
-def _mapping(where: str, value: Any, known: set[str] | None = None) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise _problem(where, f"a mapping, got {type(value).__name__}")
-    if known is not None and (unknown := set(map(str, value)) - known):
-        raise _problem(where, f"unknown key(s) {', '.join(sorted(unknown))} "
-                              f"(known: {', '.join(sorted(known))})")
-    return value
+def _names(where: str, values: tuple[str, ...]) -> tuple[str, ...]:
+    if not all(v.strip() for v in values):
+        raise _problem(where, f"a list of names, got {list(values)!r}")
+    return values
 
 
 def _node_index(where: str, node: Any) -> int:
@@ -116,9 +139,9 @@ def _node_index(where: str, node: Any) -> int:
     return int(text[4:])
 
 
-def _args(where: str, value: Any) -> tuple[str, ...]:
+def _args(where: str, values: tuple[str, ...]) -> tuple[str, ...]:
     args: list[str] = []
-    for n, item in enumerate(_strings(where, value), 1):
+    for n, item in enumerate(values, 1):
         option, _, argument = item.strip().partition(" ")
         if not option.startswith("-") or not argument.strip():
             raise _problem(f"{where} item {n}", f'"-option value" (e.g. "-device nvme,..."), '
@@ -127,38 +150,29 @@ def _args(where: str, value: Any) -> tuple[str, ...]:
     return tuple(args)
 
 
-def _files(where: str, value: Any) -> tuple[tuple[str, int], ...]:
-    files = []
-    for name, size in _mapping(where, value).items():
-        if "/" in str(name) or not isinstance(size, int) or isinstance(size, bool) or size < 1:
+def _files(where: str, value: dict[str, int]) -> tuple[tuple[str, int], ...]:
+    for name, size in value.items():
+        if "/" in name or size < 1:
             raise _problem(f"{where}: {name}", "a file name (no /) and its size in MiB "
                                                f"(a positive integer), got {size!r}")
-        files.append((str(name), size))
-    return tuple(files)
+    return tuple(value.items())
 
 
-def _devices(where: str, value: Any) -> tuple[ExtraDevices, ...]:
-    found = []
-    for node, spec in _mapping(where, value).items():
-        at = f"{where}: {node}"
-        index = _node_index(at, node)
-        spec = _mapping(at, spec, _DEVICE_KEYS)
-        found.append(ExtraDevices(index, _args(f"{at}: args", spec.get("args")),
-                                  _files(f"{at}: files", spec.get("files"))))
-    return tuple(found)
+def _devices(where: str, value: dict[str, NodeDevicesFile]) -> tuple[ExtraDevices, ...]:
+    return tuple(ExtraDevices(_node_index(f"{where}: {node}", node),
+                              _args(f"{where}: {node}: args", spec.args),
+                              _files(f"{where}: {node}: files", spec.files))
+                 for node, spec in value.items())
 
 
-def _timeouts(where: str, value: Any) -> dict[str, float]:
-    timeouts = {}
-    for name, seconds in _mapping(where, value).items():
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+def _timeouts(where: str, value: dict[str, float]) -> dict[str, float]:
+    for name, seconds in value.items():
+        if seconds <= 0:
             raise _problem(f"{where}: {name}", f"seconds (a positive number), got {seconds!r}")
-        timeouts[str(name)] = float(seconds)
-    return timeouts
+    return value
 
 
-def _tests(where: str, value: Any, directory: Path) -> tuple[str, ...]:
-    tests = _strings(where, value)
+def _tests(where: str, tests: tuple[str, ...], directory: Path) -> tuple[str, ...]:
     if not tests:
         raise _problem(where, "the suite's pytest file(s), e.g. [test_<name>.py]")
     for name in tests:
@@ -171,36 +185,36 @@ def _tests(where: str, value: Any, directory: Path) -> tuple[str, ...]:
 
 def parse(path: Path) -> SuiteSpec:
     """One suite.yaml -> its SuiteSpec; SuiteError (exit 2) naming the file
-    and the key when something is missing or malformed."""
+    and the key when something is missing or malformed: its keys and types
+    by harness.datafile, what they mean here."""
     where = str(path)
     try:
-        data = load_yaml(path, SPEC_FILE, error=SuiteError)
+        raw = datafile.read(path, KIND)
     except OSError as exc:
         raise _problem(where, f"cannot read it ({exc.strerror})") from exc
-    data = _mapping(where, data, _KEYS)
+    data: SuiteFile = datafile.convert(raw, SuiteFile, "", where, KIND)
     expected = path.parent.name.replace("_", "-")
-    name = data.get("name")
-    if not isinstance(name, str) or not name.strip():
+    if not data.name.strip():
         raise _problem(f"{where}: name", f"missing: the suite's name in plans ({expected})")
-    if name != expected:
-        raise _problem(f"{where}: name", f"{name!r} does not match its folder "
+    if data.name != expected:
+        raise _problem(f"{where}: name", f"{data.name!r} does not match its folder "
                                          f"{path.parent.name} (expected {expected!r})")
-    description = data.get("description")
-    if not isinstance(description, str) or not description.strip():
+    if not data.description.strip():
         raise _problem(f"{where}: description", "missing: one line saying what it checks")
-    needs = _mapping(f"{where}: needs", data.get("needs"), _NEEDS)
-    defaults = _mapping(f"{where}: defaults", data.get("defaults"), _DEFAULTS)
+    needs = data.needs
     return SuiteSpec(
-        name=name, description=" ".join(description.split()), directory=path.parent,
-        tests=_tests(f"{where}: tests", data.get("tests"), path.parent),
-        needs=Needs(fragments=_strings(f"{where}: needs: fragments", needs.get("fragments")),
-                    packages=_strings(f"{where}: needs: packages", needs.get("packages")),
-                    artifacts=_strings(f"{where}: needs: artifacts", needs.get("artifacts")),
-                    devices=_devices(f"{where}: needs: devices", needs.get("devices"))),
-        providers=_strings(f"{where}: providers", data.get("providers")),
-        timeouts=_timeouts(f"{where}: timeouts", data.get("timeouts")),
-        defaults={str(k): _strings(f"{where}: defaults: {k}", v) for k, v in defaults.items()},
-        covers=parse_covers(f"{where}: covers", data.get("covers")))
+        name=data.name, description=" ".join(data.description.split()),
+        directory=path.parent, tests=_tests(f"{where}: tests", data.tests, path.parent),
+        needs=Needs(fragments=_names(f"{where}: needs: fragments", needs.fragments),
+                    packages=_names(f"{where}: needs: packages", needs.packages),
+                    artifacts=_names(f"{where}: needs: artifacts", needs.artifacts),
+                    devices=_devices(f"{where}: needs: devices", needs.devices)),
+        providers=_names(f"{where}: providers", data.providers),
+        timeouts=_timeouts(f"{where}: timeouts", data.timeouts),
+        defaults={key: _names(f"{where}: defaults: {key}", values)
+                  for key, values in vars(data.defaults).items() if values},
+        # the globs and symbols: covers.py's own checks, on the file's mapping
+        covers=parse_covers(f"{where}: covers", raw.get("covers")))
 
 
 def discover(root: Path = SUITES_DIR) -> dict[str, SuiteSpec]:

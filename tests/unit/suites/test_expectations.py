@@ -194,10 +194,15 @@ def test_plugin_applies_expectations_to_added_rows_and_to_the_tests_own_row(tmp_
 @pytest.mark.parametrize("text, words", [
     ("verbs:\n  siw:\n    - test: x\n", ["x.yaml: verbs: siw entry 1 (x)", "`reason` is missing"]),
     ("verbs:\n  siw:\n    - reason: y\n", ["siw entry 1", "`test`"]),
+    # keys and types: harness.datafile's refusals, by dotted key path
     ("verbs:\n  siw:\n    - {test: x, reason: y, untill: abc}\n",
-     ["siw entry 1", "unknown key(s) untill"]),
-    ("verbs:\n  siw: {test: x}\n", ["verbs: siw: a list of entries"]),
-    ("verbs: [1]\n", ["verbs: a mapping of provider"]),
+     ["x.yaml: unknown key 'verbs.siw[0].untill'", "did you mean 'verbs.siw[0].until'?"]),
+    ("verbs:\n  siw: {test: x}\n", ["x.yaml: verbs.siw: expected a list, got {'test': 'x'}"]),
+    ("verbs: [1]\n", ["x.yaml: verbs: expected a mapping, got [1]"]),
+    ("verbs:\n  siw:\n    - {test: x, reason: y, intermittent: sometimes}\n",
+     ["x.yaml: verbs.siw[0].intermittent: expected bool, got 'sometimes'"]),
+    ("verbs:\n  siw:\n    - {test: x, reason: y, until: {comit: abc}}\n",
+     ["unknown key 'verbs.siw[0].until.comit'", "known here: commit, subject"]),
     ("- x\n", ["a mapping of suite"]),
     ("verbs: {siw: [\n", ["malformed YAML", "x.yaml:2"]),
     ("verbs:\n  siw:\n    - {test: x, reason: y, match: '(unclosed'}\n",
