@@ -6,7 +6,7 @@ is exit 3."""
 from __future__ import annotations
 
 import dataclasses
-
+import grp
 import os
 import pwd
 import shutil
@@ -20,7 +20,8 @@ from rich.table import Table
 from .. import proc, sandbox
 from ..cache import default_root
 from ..errors import EXIT_INFRA, EXIT_PASS, HarnessError, ImageError
-from ..vm.accel import QEMU, probe_kvm
+from ..pipeline.progress import PlainTable, plain
+from ..vm.accel import QEMU, probe_kvm, recorded
 
 # tool -> Debian package that provides it
 TOOLS = {
@@ -34,6 +35,12 @@ TOOLS = {
 HEADERS = {"libelf.h": "libelf-dev", "openssl/ssl.h": "libssl-dev"}
 MIN_FREE_GB = 20
 PROBE_SECONDS = 20
+# where Debian puts daemons and administrators' tools (libvirtd, mkfs.ext4,
+# depmod): on root's PATH, usually not on an ordinary user's
+SBIN = ("/usr/sbin", "/sbin")
+# columns of the plain (not a terminal) report
+PLAIN_WIDTH = 100
+KVM_FIX = "sudo usermod -aG kvm $USER, then log in again"
 
 
 @dataclass(frozen=True)
@@ -45,11 +52,17 @@ class Check:
     required: bool = True
 
 
+def find_program(name: str) -> str | None:
+    """A program on PATH, else in /usr/sbin or /sbin: installed is installed,
+    whether or not this user's PATH names those."""
+    path = os.environ.get("PATH", os.defpath)
+    return shutil.which(name, path=os.pathsep.join([path, *SBIN]))
+
+
 def _tools() -> list[Check]:
     checks = []
     for tool, package in TOOLS.items():
-        path = shutil.which(tool) or next((p for p in (f"/sbin/{tool}", f"/usr/sbin/{tool}")
-                                           if os.path.exists(p)), None)
+        path = find_program(tool)
         checks.append(Check(tool, path is not None, path or "not found",
                             f"apt-get install {package}",
                             tool not in ("ccache", "newuidmap")))
@@ -69,21 +82,62 @@ def _probe_kernel() -> Path | None:
     return found[-1] if found else None
 
 
-def _kvm() -> Check:
-    if not os.path.exists("/dev/kvm"):
-        return Check("kvm", False, "no /dev/kvm: guests run under TCG (slow but works)",
+def _kvm(device: str = "/dev/kvm") -> Check:
+    """Which accelerator guests get here, as vm/accel.py chooses it for
+    `vm.accel: auto`: TCG without a /dev/kvm this user can open read-write;
+    else KVM once a short probe boot prints the kernel banner (on some hosts
+    every KVM guest hangs), else TCG. ok: guests run (or will run) under KVM."""
+    if not os.path.exists(device):
+        return Check("kvm", False, f"TCG: no {device} (no virtualisation extensions, or "
+                     "none passed to this VM): guests run under TCG, much slower",
+                     "enable VT-x/AMD-V in the firmware, or nested virtualisation",
                      required=False)
-    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        return Check("kvm", False, "/dev/kvm not accessible: TCG will be used",
-                     "add this user to the kvm group", required=False)
+    if not os.access(device, os.R_OK | os.W_OK):
+        return _kvm_denied(device)
+    probe = _kvm_probed()
+    if probe is not None:
+        return probe
     kernel = _probe_kernel()
-    if kernel is None or shutil.which(QEMU) is None:
-        return Check("kvm", True, "/dev/kvm opens; not probed (no kernel or QEMU yet): "
-                     "`harness run` probes it with a short boot", required=False)
+    if kernel is None or find_program(QEMU) is None:
+        return Check("kvm", True, f"KVM: {device} opens read-write; the first run confirms "
+                     "it with a short probe boot (a guest that hangs under KVM: TCG)",
+                     required=False)
     with tempfile.TemporaryDirectory(prefix="harness-doctor-") as work:
         works, why = probe_kvm(kernel, Path(work), PROBE_SECONDS)
-    return Check("kvm", works, f"probe boot of {kernel.name}: {why}"
-                 + ("" if works else "; runs use TCG"), "", required=False)
+    if works:
+        return Check("kvm", True, f"KVM: probe boot of {kernel.name}: {why}", required=False)
+    return Check("kvm", False, f"TCG: {device} opens but a probe boot of {kernel.name} under "
+                 f"KVM failed ({why}): guests run under TCG, much slower", required=False)
+
+
+def _kvm_denied(device: str) -> Check:
+    """/dev/kvm is there but this user cannot open it: what to do about it."""
+    name = pwd.getpwuid(os.getuid()).pw_name
+    why = (f"TCG: {device} exists but user {name} cannot open it read-write: guests run "
+           "under TCG, much slower")
+    owner = grp.getgrgid(os.stat(device).st_gid).gr_name
+    if owner != "kvm":
+        return Check("kvm", False, why, f"give {name} read-write access to {device} (its "
+                     f"group is {owner})", required=False)
+    group = grp.getgrnam("kvm")
+    if name in group.gr_mem or pwd.getpwnam(name).pw_gid == group.gr_gid:
+        return Check("kvm", False, why + f" ({name} is in the kvm group, but this login "
+                     "started before that)", "log in again (or run `newgrp kvm`)",
+                     required=False)
+    return Check("kvm", False, why, KVM_FIX, required=False)
+
+
+def _kvm_probed() -> Check | None:
+    """What the runs' probe found on this host boot, when one probed."""
+    choice = recorded(default_root())
+    if choice is None:
+        return None
+    if choice.accel == "kvm":
+        return Check("kvm", True, f"KVM: runs on this host boot use it ({choice.reason})",
+                     required=False)
+    return Check("kvm", False, f"TCG: /dev/kvm opens but the runs' probe boot under KVM "
+                 f"failed on this host boot ({choice.reason}): guests run under TCG, much "
+                 "slower", required=False)
 
 
 def _privileges() -> Check:
@@ -135,14 +189,17 @@ def _disk() -> Check:
 
 def _libvirt() -> Check:
     """libvirtd at the default URI (vm.backend=libvirt); not needed by default."""
-    if shutil.which("libvirtd") is None:
-        return Check("libvirt", False, "not installed (only vm.backend=libvirt needs it)",
+    daemon = find_program("libvirtd") or find_program("virtqemud")
+    if daemon is None:
+        return Check("libvirt", False, "not installed: no libvirtd or virtqemud on PATH, "
+                     f"in {' or '.join(SBIN)} (only vm.backend=libvirt needs it)",
                      "./bootstrap.sh (apt-get install libvirt-daemon-system)", False)
     from ..vm import libvirt
     try:
         conn = libvirt.connect(libvirt.DEFAULT_URI)
     except HarnessError as exc:
-        return Check("libvirt", False, str(exc), "./scripts/services.sh starts it", False)
+        return Check("libvirt", False, f"installed ({daemon}), not answering: {exc}",
+                     "./scripts/services.sh starts it", False)
     version = conn.getLibVersion()
     conn.close()
     return Check("libvirt", True, f"libvirtd {version // 1000000}.{version // 1000 % 1000}."
@@ -151,7 +208,7 @@ def _libvirt() -> Check:
 
 def checks() -> list[Check]:
     result = _tools() + [_sandbox(), _kvm(), _privileges(), _disk(), _libvirt()]
-    qemu = shutil.which("qemu-system-x86_64")
+    qemu = find_program(QEMU)
     if qemu:
         version = proc.run([qemu, "--version"], timeout=30).stdout.splitlines()[:1]
         result.append(Check("qemu version", True, " ".join(version)))
@@ -161,20 +218,37 @@ def checks() -> list[Check]:
 def doctor(console: Console, as_json: bool = False) -> int:
     found = checks()
     missing = sum((not c.ok) and c.required for c in found)
+    kvm = next((c.ok for c in found if c.name == "kvm"), False)
     if as_json:
         from ..jsonout import emit
-        emit({"ready": not missing, "checks": [dataclasses.asdict(c) for c in found]})
+        emit({"ready": not missing, "accel": "kvm" if kvm else "tcg",
+              "checks": [dataclasses.asdict(c) for c in found]})
         return EXIT_INFRA if missing else EXIT_PASS
-    table = Table(title="harness doctor", show_edge=False)
-    for column in ("check", "status", "detail", "fix"):
-        table.add_column(column)
-    for check in found:
-        status = "ok" if check.ok else ("MISSING" if check.required else "note")
-        table.add_row(check.name, status, check.detail, "" if check.ok else check.fix)
-    console.print(table)
+    if plain(isatty=console.is_terminal):
+        # a log or NO_COLOR: three columns, the fix under the detail, 100 wide
+        table = Table(title="harness doctor")
+        for column in ("check", "status", "detail"):
+            table.add_column(column)
+        for check in found:
+            fix = "" if check.ok or not check.fix else f"; fix: {check.fix}"
+            table.add_row(check.name, _status(check), check.detail + fix)
+        console.print(PlainTable(table), width=min(console.width, PLAIN_WIDTH))
+    else:
+        table = Table(title="harness doctor", show_edge=False)
+        for column in ("check", "status", "detail", "fix"):
+            table.add_column(column)
+        for check in found:
+            table.add_row(check.name, _status(check), check.detail,
+                          "" if check.ok else check.fix)
+        console.print(table)
     if missing:
         console.print(f"{missing} required item(s) missing: run ./bootstrap.sh as root, "
                       "or install the packages named under fix.")
         return EXIT_INFRA
-    console.print("ready")
+    console.print("ready: guests run under KVM" if kvm else
+                  "ready, but guests run under TCG, much slower (see kvm above)")
     return EXIT_PASS
+
+
+def _status(check: Check) -> str:
+    return "ok" if check.ok else ("MISSING" if check.required else "note")

@@ -7,11 +7,15 @@ the length said."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
+import sys
 import time
+from collections.abc import Mapping
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, ConsoleRenderable, RenderHook, RenderResult
 from rich.progress_bar import ProgressBar
+from rich.segment import Segment
 from rich.status import Status as Spinner
 from rich.table import Table
 
@@ -40,10 +44,55 @@ def meter_view(stage: str, text: str, share: float | None) -> Table:
     return view
 
 
+def plain(environ: Mapping[str, str] | None = None, isatty: bool | None = None) -> bool:
+    """Whether output is plain text: stdout is not a terminal (a log, a
+    pipe), NO_COLOR is set, or TERM=dumb."""
+    environ = os.environ if environ is None else environ
+    if isatty is None:
+        isatty = sys.stdout.isatty()
+    return (not isatty or environ.get("NO_COLOR", "") != ""
+            or environ.get("TERM", "").lower() in ("dumb", "unknown"))
+
+
+class PlainTable:
+    """A table as plain text: no box or rule, columns two blanks apart, the
+    title at the left, no styles, no blank at the end of a line, as wide as
+    its content (up to the console's width)."""
+
+    def __init__(self, table: Table):
+        self.table = copy.copy(table)
+        self.table.box = None
+        self.table.show_edge = self.table.pad_edge = False
+        self.table.padding = (0, 1)
+        self.table.title_justify = self.table.caption_justify = "left"
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in console.render_lines(self.table, options, pad=False):
+            yield Segment("".join(s.text for s in line if not s.control).rstrip())
+            yield Segment.line()
+
+
+class PlainTables(RenderHook):
+    """A console's render hook: every table it prints, plain (PlainTable)."""
+
+    def process_renderables(self, renderables: list[ConsoleRenderable]
+                            ) -> list[ConsoleRenderable]:
+        return [PlainTable(r) if isinstance(r, Table) else r for r in renderables]
+
+
 def make_console() -> Console:
-    console = Console(highlight=False)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
-        console = Console(highlight=False, width=LOG_WIDTH)
+    """The console of a command's output. On a terminal: colours, spinners,
+    tables with boxes, the terminal's width. Plain (plain()): tables as plain
+    text; not a terminal (or TERM=dumb): no spinner and no escape sequence,
+    LOG_WIDTH columns unless COLUMNS says."""
+    if not plain():
+        return Console(highlight=False)
+    if sys.stdout.isatty() and os.environ.get("TERM", "").lower() not in ("dumb", "unknown"):
+        console = Console(highlight=False)          # NO_COLOR: rich leaves colours out
+    else:
+        width = None if "COLUMNS" in os.environ else LOG_WIDTH
+        console = Console(highlight=False, width=width, force_terminal=False)
+    console.push_render_hook(PlainTables())
     return console
 
 

@@ -62,7 +62,21 @@ def memo_path(cache: Cache) -> Path:
     """Where the probe's verdict is kept: whether KVM works is a property of
     this host boot and of QEMU, not of the kernel under test, so one probe
     serves every kernel (a bisect builds many)."""
-    return cache.root / "accel" / f"{digest(_boot_id(), _qemu_identity())}.json"
+    return memo_in(cache.root)
+
+
+def memo_in(root: Path) -> Path:
+    return root / "accel" / f"{digest(_boot_id(), _qemu_identity())}.json"
+
+
+def recorded(root: Path) -> AccelChoice | None:
+    """What `vm.accel: auto` runs use on this host boot with this QEMU, once
+    one of them probed (the cache at `root`): KVM or TCG, and why; None
+    before any probe. Read only (`harness doctor`)."""
+    known = _read_memo(memo_in(root))
+    if known is None:
+        return None
+    return AccelChoice("kvm" if known["kvm"] else "tcg", known["why"])
 
 
 def probe_kvm(bzimage: Path, workdir: Path, timeout: float) -> tuple[bool, str]:
