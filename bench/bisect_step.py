@@ -34,14 +34,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rich.console import Console  # noqa: E402
 
 from harness.plan import plan as plan_mod  # noqa: E402
 from harness import proc, series, source  # noqa: E402
-from harness.pipeline import runner  # noqa: E402
 from harness.source.objdir import objdir_for  # noqa: E402
 from harness.bisect.ranges import SeriesRange  # noqa: E402
-from harness.bisect.steps import Target, make_oracle  # noqa: E402
+from harness.bisect.oracle import Oracle, pipeline_runs  # noqa: E402
+from harness.bisect.steps import Target  # noqa: E402
 from harness.cache import Cache  # noqa: E402
 from harness.source import GIT_ENV  # noqa: E402
 
@@ -77,12 +76,11 @@ def incremental(plan, cache: Cache, patch: Path, logs: Path) -> tuple[float, Pat
 def step(plan, cache: Cache, logs: Path, runs: Path) -> float:
     """The base as a bisect's good end (not timed), then patch 1 as one step."""
     rng = SeriesRange(plan, logs / "bisect-series")
-    console = Console(file=open(logs / "steps.log", "a"), width=250)
-    runner.run(rng.plan_for(0), runs, cache, console)
+    run_plan = pipeline_runs(runs, cache, logs / "steps.log")
+    run_plan(rng.plan_for(0))
     # a target as `harness bisect` narrows it: one verbs-smoke row
     target = Target(test="verbs-smoke test_pingpong[ibv_rc_pingpong]", suite="verbs-smoke")
-    oracle = make_oracle(rng, target, 1, runs, cache,
-                         lambda text: print(text), logs / "steps.log")
+    oracle = Oracle(rng, target, 1, runs, cache, lambda text: print(text), run_plan)
     return oracle(1).seconds
 
 

@@ -24,6 +24,7 @@ from ..results import reproducer
 from ..results.model import RunResult
 from ..results.safe import printable
 from ..source import git, working
+from .oracle import pipeline_runs
 from .steps import BAD, SKIP, Target, classify, failed_run, matching_rows
 from .cli import old_name
 
@@ -50,7 +51,6 @@ def add_parser(sub) -> None:
 
 
 def reproduce_command(args: argparse.Namespace, console: Console) -> int:
-    from ..pipeline import runner     # the pipeline: not for `harness --help`
     try:
         plan, target = plan_for(args.run_dir, Target(args.test, args.crash), args.repeat)
         cache = Cache(args.cache_dir)
@@ -61,10 +61,13 @@ def reproduce_command(args: argparse.Namespace, console: Console) -> int:
     console.print(printable(f"reproducing {target.describe()} of {args.run_dir.name}: "
                          f"{args.repeat} run(s) of suites {', '.join(plan.suites)}"))
     verdicts, dirs = [], []
+    run_plan = pipeline_runs(runs_dir, cache, args.run_dir / "reproduce.log")
     for attempt in range(1, args.repeat + 1):
-        with open(args.run_dir / "reproduce.log", "a") as out:
-            result = runner.run(plan, runs_dir, cache,
-                                Console(file=out, width=250, highlight=False))
+        try:
+            result = run_plan(plan)
+        except HarnessError as exc:         # refused before the run (the tree went away)
+            console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
+            return exc.exit_code
         if (result.error or "").startswith("interrupted by"):
             raise KeyboardInterrupt(result.error)
         verdict, why = classify(result, target)

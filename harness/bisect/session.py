@@ -24,7 +24,8 @@ from ..results.model import RunResult
 from ..results.model_bisect import NoopCheck
 from ..results.safe import printable
 from . import rate, search
-from .steps import Target, make_oracle, perf_reference, perf_reference_samples
+from .oracle import Oracle, pipeline_runs
+from .steps import Target, perf_reference, perf_reference_samples
 
 STATE = "bisect.json"
 # bytes of a bisect.json: a step is a few hundred, a range of 10,000 commits ~1 MiB
@@ -73,11 +74,11 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
                           f"{bound:g})")
         return need
 
-    oracle = make_oracle(rng, target, repeat, workdir / "runs", cache,
-                         lambda text: console.print(printable(text)), workdir / "steps.log",
-                         reference=lambda: perf_reference(state), known=lambda: state.steps,
-                         runs_for=runs_for,
-                         reference_samples=lambda: perf_reference_samples(state))
+    oracle = Oracle(rng, target, repeat, workdir / "runs", cache,
+                    lambda text: console.print(printable(text)),
+                    pipeline_runs(workdir / "runs", cache, workdir / "steps.log"),
+                    reference=lambda: perf_reference(state), known=lambda: state.steps,
+                    runs_for=runs_for, reference_samples=lambda: perf_reference_samples(state))
 
     def save(current: search.State) -> None:
         write_atomic(state_file, json.dumps(_report(current, None, rng, target), indent=1))

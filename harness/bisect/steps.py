@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
-from rich.console import Console
 
 from ..plan import plan as plan_mod
-from ..cache import Cache
 from ..errors import EXIT_BAD_INPUT, EXIT_INFRA, PlanError
 from ..plan.plan import Plan
 from ..results.baseline import SUITE as PERF_SUITE
@@ -36,8 +33,7 @@ from ..results import perfstats
 from ..results.model import FAILED, RunResult, Status, first_failure
 from ..results import reproducer
 from ..suites import registry
-from . import rate, twins
-from .search import BAD, GOOD, SKIP, Step
+from .search import BAD, GOOD, SKIP
 
 
 @dataclass(frozen=True)
@@ -174,7 +170,7 @@ def matching_rows(result: RunResult, glob: str) -> list:
             or fnmatch.fnmatchcase(f"{t.suite} {t.name}", glob)]
 
 
-def _before_tests(result: RunResult) -> str:
+def before_tests(result: RunResult) -> str:
     """Why the target could not show either way, when a stage before the
     tests failed; else ""."""
     failed_stage = next((s for s in result.stages if s.status != Status.PASS), None)
@@ -188,7 +184,7 @@ def perf_value(result: RunResult, target: Target) -> tuple[float | None, str]:
     """The perf target's value in one run (its first matching row with the
     metric), or None and why there is none: the row did not run, has no
     such metric, or failed (the target is the number, not the row)."""
-    before = _before_tests(result)
+    before = before_tests(result)
     if before:
         return None, before
     metric = target.perf_metric
@@ -297,7 +293,7 @@ def classify(result: RunResult, target: Target) -> tuple[str, str]:
         verdict, _, note = judge(target, [value])
         return verdict, note
     # a stage before the tests failed: the target could not show either way
-    before = _before_tests(result)
+    before = before_tests(result)
     if before:
         return SKIP, before
     if target.tests:
@@ -317,137 +313,3 @@ def classify(result: RunResult, target: Target) -> tuple[str, str]:
         if not rows:
             return SKIP, "no row matching the target ran"
     return GOOD, ""
-
-
-def make_oracle(rng, target: Target, repeat: int, runs_dir: Path, cache: Cache,
-                say: Callable[[str], None], log: Path,
-                reference: Callable[[], float | None] = lambda: None,
-                known: Callable[[], list[Step]] = list,
-                runs_for: Callable[[], int] | None = None,
-                reference_samples: Callable[[], list[float]] = list
-                ) -> Callable[[int], Step]:
-    """oracle(index): run the plan for that commit (narrowed to the target)
-    up to `repeat` times. A test or crash target: bad at the first bad run;
-    a step whose kernel is byte-identical to a judged step's (`known()`) but
-    got the other verdict runs again to settle it (twins.py). A perf target:
-    runs until its boots can be judged, then judged against
-    `reference_samples()` (the good end's boots; index 0 measures them). A target of
-    the bad end's failed rows (`target.tests`): one boot, the suites
-    `runs_for()` times in it (rate.py: enough for the stated error), bad
-    when a target row failed in any of them."""
-    in_boot = bool(target.tests) and not target.crash and not target.perf
-
-    def oracle(index: int) -> Step:
-        from ..pipeline import runner     # the pipeline: imported by a bisect, not by --help
-        plan = dataclasses.replace(narrow(rng.plan_for(index), target),
-                                   name=f"{rng.plan.name}-bisect-{index}")
-        if in_boot:
-            plan = dataclasses.replace(plan, repeat=runs_for() if runs_for else repeat)
-        step = Step(rng.labels[index], index, GOOD)
-        start = time.monotonic()
-        notes: list[str] = []
-        label = rng.labels[index][:12]
-
-        def one_run() -> RunResult:
-            with open(log, "a") as out:
-                result = runner.run(plan, runs_dir, cache, Console(file=out, width=250,
-                                                                   highlight=False))
-            if (result.error or "").startswith("interrupted by"):
-                raise KeyboardInterrupt(result.error)     # the user stops the bisect
-            step.runs += 1
-            step.run_dirs.append(str(runs_dir / result.run_id))
-            if commit := result.kernel.series_top or result.kernel.commit:
-                step.commit = commit
-            if in_boot and not _before_tests(result) and result.tests:
-                failing, made = rate.failing_runs(result, target.tests)
-                step.runs += made - 1
-                step.bad_runs += failing
-            return result
-
-        verdicts: list[str] = []
-        # a perf target: the runs give boots (each run one, or perf.repeat /
-        # perf.samples_per_boot); a step runs until the rank test of its boots
-        # against the good end's can reach perf.alpha (`repeat` is not used)
-        runs = 1 if in_boot or target.perf else repeat
-        needed = perfstats.boots_needed(target.alpha or perfstats.DEFAULT_ALPHA,
-                                        len(reference_samples()))
-        attempt = 0
-        while attempt < runs:
-            attempt += 1
-            result = one_run()
-            if target.perf:
-                value, why = perf_value(result, target)
-                if value is not None:
-                    step.values.append(value)
-                    step.samples += perf_boots(result, target)
-                missed = attempt - len(step.values)     # runs without the value
-                if attempt == runs and len(step.samples) < needed and missed <= 1 \
-                        and attempt <= needed:
-                    runs += 1         # too few boots for a test that can say "worse"
-                say(f"  {label} run {attempt}/{runs}: "
-                    + (f"{target.perf_metric} {value:g}, {len(step.samples)} boot(s)"
-                       if value is not None else f"skip ({why})") + f", {result.run_id}")
-                if value is None:
-                    notes.append(f"run {attempt}: {why}")
-                    if _before_tests(result):
-                        break        # the build or boot failed: more runs will too
-                continue
-            verdict, why = classify(result, target)
-            counted = (f"{step.bad_runs} of {step.runs} runs failed the target in one "
-                       "boot" if in_boot else f"run {attempt}/{repeat}")
-            say(f"  {label} {counted}: {verdict}"
-                + (f" ({why})" if why else "") + f", {result.run_id}")
-            step.build = step.build or twins.fingerprint(result, cache)
-            if verdict == SKIP:
-                step.verdict, step.note = SKIP, why
-                break
-            verdicts.append(verdict)
-            if verdict == BAD:
-                step.verdict = BAD
-                step.bad_runs += 0 if in_boot else 1
-                notes.append(f"{why}; {counted}" if in_boot else why)
-                break        # reproduced here: more runs cannot make it good
-            if in_boot:
-                notes.append(f"passed {step.runs} runs in one boot")
-        other = None if target.perf else twins.twin(step, known())
-        if other is not None:
-            other_label = rng.labels[other.index][:12]
-            say(f"  {label}: its kernel is byte-identical to {other_label}'s "
-                f"({other.verdict}), yet it was {step.verdict}: running it again")
-            for extra in range(1, twins.SETTLE_RUNS + 1):
-                verdict, why = classify(one_run(), target)
-                say(f"  {label} settling run {extra}/{twins.SETTLE_RUNS}: {verdict}"
-                    + (f" ({why})" if why else ""))
-                if verdict in (GOOD, BAD):
-                    verdicts.append(verdict)
-                    step.bad_runs += verdict == BAD and not in_boot
-            step.verdict = twins.settle(verdicts, other)
-            notes.insert(0, twins.settled_note(step.verdict, other_label, other, verdicts))
-        step.seconds = round(time.monotonic() - start, 1)
-        if target.perf:
-            _judge_step(step, target, reference(), notes, reference_samples())
-            say(f"  {label}: {step.verdict}" + (f" ({notes[0]})" if notes else ""))
-        step.note = step.note or "; ".join(notes)
-        return step
-    return oracle
-
-
-def _judge_step(step: Step, target: Target, reference: float | None,
-                notes: list[str], reference_samples: list[float] | None = None) -> None:
-    """A perf step's verdict from its runs' values: the good end's values
-    are the reference (good when there are any); a step without a value is
-    a skip."""
-    if not step.values:
-        step.verdict = SKIP
-        return
-    if step.index == 0:
-        step.verdict = GOOD
-        each = step.samples if len(step.samples) > len(step.values) else step.values
-        unit = "boots" if each is step.samples else "runs"
-        notes.insert(0, f"reference {target.perf_metric} {median(step.values):g} (median of "
-                        f"the {unit} " + ", ".join(f"{v:g}" for v in each) + ")")
-        return
-    step.verdict, step.bad_runs, note = judge(
-        dataclasses.replace(target, reference=reference), step.values, step.samples,
-        reference_samples)
-    notes.insert(0, note)

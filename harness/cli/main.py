@@ -15,11 +15,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import completion, listing
-from ..plan import overrides, plan as plan_mod
 from .. import runmode
 from ..errors import HarnessError, PlanError
 from ..jsonout import JsonMode
-from ..inputs import (CACHE_DIR_HELP, RUNS_DIR_HELP, CommaList, arg_type, check_run_path, count,
+from ..inputs import (CACHE_DIR_HELP, RUNS_DIR_HELP, CommaList, arg_type, count,
     dashed_values, runs_dir)
 from ..pipeline.progress import make_console
 from ..bisect import cli as bisect_cli
@@ -29,7 +28,7 @@ from ..export import cli as export_cli
 from ..kconfig import cli as config_cli
 from ..nightly import cli as nightly_cli
 from ..report import cli as report_cli
-from ..results import compare_cli, history_cli, history_db
+from ..results import compare_cli, history_cli
 from ..results.safe import printable
 
 
@@ -293,62 +292,32 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
 
 
 def _run_command(args: argparse.Namespace, console, scratch: Path) -> int:
-    """`run`, `series check`, `boot`: the plan resolved once (the series read
-    once, handed to the run), then the run."""
-    from ..pipeline import resolve
-    from ..cache import Cache
+    """`run`, `series check`, `boot`: the command line's choices made into one
+    request (pipeline/request.py: the plan, its series read once, every input
+    checked before a run directory exists), then the run of that request."""
+    from ..pipeline.request import prepare
     from ..pipeline.runner import run
-    read = None
     try:
-        plan_path = args.plan
-        if getattr(args, "plan_option", None):
-            if plan_path:
-                raise PlanError(f"a plan twice: {plan_path} and --plan {args.plan_option}")
-            plan_path = args.plan_option
-        sets, note = resolve.command_line_sets(
-            args.command, plan_path, overrides.combined(args.overrides),
-            getattr(args, "tree", None), getattr(args, "ref", None))
-        plan = plan_mod.load(plan_path, sets)
-        if notice := overrides.notice():
-            console.print(printable(notice))
-        if note:
-            console.print(printable(note))
-        choices = choices_of(args)
-        if choices.command == "series":
-            resolve.check_choices(plan, choices)    # before any series is read
-            read = resolve.read_series(choices.series, scratch)
-        elif choices.command == "run":
-            read = resolve.read_series(plan.series, scratch)
-        plan = resolve.plan_for(plan, choices, read or ())
-        plan, selection = resolve.select_suites(plan, choices, read or ())
-        if args.history is not None:    # the run adds itself to it: never to another file
-            history_db.writable(args.history)
-        cache = Cache(args.cache_dir)
-        check_run_path(args.runs_dir)
+        request = prepare(choices_of(args), scratch)
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {printable(str(exc))}")
         return exc.exit_code
-    try:
-        # made with the runs' mode (0700 unless the plan says); another user's refused
-        runmode.runs_dir(args.runs_dir, runmode.for_plan(plan))
-    except HarnessError as exc:
-        console.print(f"[bold red]error:[/] {printable(str(exc))}")
-        return exc.exit_code
+    for note in request.notes:
+        console.print(printable(note))
     if args.command == "boot" or args.keep_on_failure:
         try:
-            return devloop_cli.keep_run(plan, args, console,
-                                        "boot" if args.command == "boot" else "failure",
-                                        series=read, selection=selection)
+            return devloop_cli.keep_run(request, args, console,
+                                        "boot" if args.command == "boot" else "failure")
         except HarnessError as exc:
             console.print(f"[bold red]error:[/] {printable(str(exc))}")
             return exc.exit_code
-    result = run(plan, args.runs_dir, cache, console, args.history, series=read,
-                 selection=selection)
-    if plan.bisect:
+    result = run(request, console)
+    if request.plan.bisect:
         from ..bisect import auto
-        result = auto.after_run(plan, result, args.runs_dir, cache, console, args.history)
+        result = auto.after_run(request.plan, result, request.runs_dir, request.cache, console,
+                                request.history)
     if args.json:
-        _emit_results(args.runs_dir / result.run_id / "results.json")
+        _emit_results(request.runs_dir / result.run_id / "results.json")
     return result.exit_code
 
 
@@ -365,9 +334,15 @@ def _emit_results(path: Path) -> None:
 
 
 def choices_of(args: argparse.Namespace):
-    """What the command line chose beside the plan file and --set."""
+    """What the command line chose: the plan (a positional or --plan), its
+    --set, the flags, where runs and the cache go."""
     from ..pipeline.resolve import Choices
     command = args.command
+    plan_file = args.plan
+    if getattr(args, "plan_option", None):
+        if plan_file:
+            raise PlanError(f"a plan twice: {plan_file} and --plan {args.plan_option}")
+        plan_file = args.plan_option
     return Choices(
         command=command, overrides=tuple(args.overrides),
         bisect=bool(getattr(args, "bisect", False)),
@@ -377,8 +352,9 @@ def choices_of(args: argparse.Namespace):
         each_suites=getattr(args, "each_suites", None),
         keep_on_failure=bool(getattr(args, "keep_on_failure", False)),
         suites=getattr(args, "suites", None), repeat=getattr(args, "repeat", None),
-        tree=getattr(args, "tree", None) if command == "series" else None,
-        ref=getattr(args, "ref", None) if command == "series" else None)
+        tree=getattr(args, "tree", None), ref=getattr(args, "ref", None),
+        plan_file=plan_file, runs_dir=args.runs_dir, cache_dir=args.cache_dir,
+        history=args.history)
 
 
 def entry() -> None:

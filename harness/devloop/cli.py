@@ -29,6 +29,7 @@ from ..results.verdict import decide
 from . import follow, registry, verify
 
 if TYPE_CHECKING:
+    from ..pipeline.request import RunRequest
     from ..pipeline.stages import Run
 
 DEFAULT_TTL = "2h"
@@ -105,19 +106,14 @@ def add_parsers(sub, add_run_options) -> None:
 
 
 # --- boot and --keep-on-failure ---------------------------------------------------
-def boot_command(plan, args, console: Console) -> int:
-    return keep_run(plan, args, console, "boot")
-
-
-def keep_run(plan, args, console: Console, why: str, series=None, selection=None) -> int:
-    """A run in a detached child that keeps its nodes up (`why`: boot, or
-    failure: only when the run fails) and lives on as their supervisor.
-    `series`: the plan's series as the command line read them; `selection`:
-    why its suites run (resolve.select_suites)."""
+def keep_run(request: RunRequest, args, console: Console, why: str) -> int:
+    """The run of `request` (pipeline/request.py) in a detached child that
+    keeps its nodes up (`why`: boot, or failure: only when the run fails) and
+    lives on as their supervisor."""
     from ..pipeline import runner          # the pipeline: only a run pays its imports
     from . import supervisor
     ttl = parse_ttl(args.ttl or DEFAULT_TTL)
-    cache = Cache(args.cache_dir)
+    cache = request.cache
 
     def work(tell) -> int:
         kept: list[tuple[Run, float]] = []
@@ -132,8 +128,7 @@ def keep_run(plan, args, console: Console, why: str, series=None, selection=None
             return True
 
         body = functools.partial(runner.stages, test=False) if why == "boot" else None
-        result = runner.run(plan, args.runs_dir, cache, console, args.history,
-                            body=body, keep=keep, series=series, selection=selection)
+        result = runner.run(request, console, body=body, keep=keep)
         if not kept:
             return result.exit_code
         state, until = kept[0]

@@ -12,6 +12,7 @@ supervisor restarts them), or does nothing when nothing changed."""
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 import time
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from rich.console import Console
 
 from .. import boxfiles, source
 from ..build import build
-from ..pipeline import stages as pipeline, resolve, runner
+from ..pipeline import request, runner
+from ..pipeline import stages as pipeline
 from ..plan import plan as plan_mod
 from ..cache import Cache, digest, file_digest
 from ..errors import EXIT_BAD_INPUT, HarnessError, PlanError
@@ -61,12 +63,16 @@ def reload_command(args, console: Console) -> int:
         if plan.vm.backend != "qemu":
             raise PlanError(f"{entry.run_id}: harness reload works with vm.backend: qemu",
                             EXIT_BAD_INPUT)
+        runs_dir = args.runs_dir or Path(entry.run_dir).parent
+        with tempfile.TemporaryDirectory(prefix="harness-reload-",
+                                         ignore_cleanup_errors=True) as scratch:
+            asked = request.for_plan(plan, runs_dir, cache, Path(scratch),
+                                     history=args.history)
+            result = runner.run(asked, console, body=lambda state: stages(state, entry),
+                                keep=lambda state: True)
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {printable(str(exc))}")
         return exc.exit_code
-    runs_dir = args.runs_dir or Path(entry.run_dir).parent
-    result = runner.run(plan, runs_dir, cache, console, args.history,
-                        body=lambda state: stages(state, entry), keep=lambda state: True)
     return result.exit_code
 
 
@@ -77,7 +83,6 @@ def _run_dir(state: Run) -> Path:
 
 def stages(state: Run, entry: registry.KeptRun) -> None:
     state.logs.mkdir()
-    state.resolved = resolve.preflight(state.plan, _run_dir(state) / "series")
     nodes = attach(entry, _run_dir(state) / "nodes")
     state.nodes = list(nodes)
     state.result.kernel.accel = entry.accel or None

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -24,7 +24,7 @@ from ..image import image
 from .. import kconfig, series, source, suites
 from ..plan import plan as plan_mod
 from ..errors import EXIT_INFRA, HarnessError, PlanError
-from ..inputs import not_option, quote, read_bytes
+from ..inputs import not_option, quote, read_bytes, runs_dir
 from ..plan.plan import WORKING_TREE, Plan, check_select, check_working_tree
 from ..results.model_series import SuiteChoice
 from ..series import SeriesSpec
@@ -67,10 +67,15 @@ class Choices:
     test_each: bool = False
     each_suites: str | None = None       # "a,b"
     keep_on_failure: bool = False
-    tree: Path | None = None             # series check --tree
-    ref: str | None = None               # series check --ref
+    tree: Path | None = None             # --tree (run, boot: the plan's kernel; series check)
+    ref: str | None = None               # --ref
     suites: str | None = None            # --suites auto | all | a,b
     repeat: int | None = None            # --repeat N
+    plan_file: str | None = None         # the plan: a file, or a shipped plan's name
+    runs_dir: Path = field(default_factory=runs_dir)
+    cache_dir: Path | None = None        # --cache-dir (None: the user's cache)
+    history: Path | None = None          # --history FILE
+
 
     def chosen(self) -> set[str]:
         """The plan keys --set gave (they win over what a series brings)."""

@@ -21,10 +21,8 @@ from typing import Callable
 import yaml
 from rich.console import Console
 
-from . import stages as pipeline, resolve
-from ..cache import Cache
+from . import stages as pipeline
 from ..errors import EXIT_INFRA, HarnessError, is_disk_full
-from ..inputs import check_run_path
 from .stages import Interrupted, Run, Stages
 from ..plan.plan import Plan
 from .progress import Progress
@@ -38,7 +36,7 @@ from . import perfboots, testeach
 from .. import runmode
 from ..results.writers import write_json, write_junit
 from ..suites import expectations
-from ..suites.choose import Selection
+from .request import RunRequest
 
 
 def new_run_dir(runs_dir: Path, plan: Plan) -> tuple[str, Path]:
@@ -54,20 +52,19 @@ def new_run_dir(runs_dir: Path, plan: Plan) -> tuple[str, Path]:
     return run_id, run_dir
 
 
-def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
-        console: Console | None = None, history_db: Path | None = None, *,
+def run(request: RunRequest, console: Console | None = None, *,
         body: Callable[[Run], None] | None = None,
-        keep: Callable[[Run], bool] | None = None,
-        series: resolve.Read | None = None,
-        selection: Selection | None = None) -> RunResult:
-    """Run `plan`; the run is indexed in `history_db` (default
-    <runs_dir>/history.sqlite) when it ends. `body`: the stages (default all
-    of them; `harness boot` stops after the boot, `harness reload` works on
-    nodes it attached to); `keep(state)`, asked once the stages end: True
-    leaves the nodes running (devloop/: `harness boot`, --keep-on-failure),
-    their consoles read as they are. `series`: the plan's series as the
-    command line read them (resolve.read_series), not read again; `selection`:
-    why each suite runs or not (resolve.select_suites), printed and recorded."""
+        keep: Callable[[Run], bool] | None = None) -> RunResult:
+    """Run what `request` (request.prepare or request.for_plan: the plan,
+    its series read once, every input checked) asks; the run is indexed in
+    the request's history database (default <runs_dir>/history.sqlite) when
+    it ends. `body`: the stages (default all of them; `harness boot` stops
+    after the boot, `harness reload` works on nodes it attached to);
+    `keep(state)`, asked once the stages end: True leaves the nodes running
+    (devloop/: `harness boot`, --keep-on-failure), their consoles read as
+    they are. The request's selection (why each suite runs or not) is
+    printed and recorded."""
+    plan, runs_dir, selection = request.plan, request.runs_dir, request.selection
     progress = Progress(console)
     started = datetime.datetime.now().isoformat(timespec="seconds")
     try:
@@ -93,9 +90,9 @@ def run(plan: Plan, runs_dir: Path, cache: Cache | None = None,
         result.selection = list(selection.choices)
         for line in selection.lines():
             progress.say(line)
-    state = Run(plan, cache or Cache(), run_dir / "logs", result, Stages(result, progress),
-                progress, run_dir, series_read=series)
-    history_db = history_db or history.default_path(runs_dir)
+    state = Run(plan, request.cache, run_dir / "logs", result, Stages(result, progress),
+                progress, run_dir, resolved=request.resolved)
+    history_db = request.history or history.default_path(runs_dir)
 
     def interrupt(signum, frame):
         state.interrupted = f"interrupted by {signal.Signals(signum).name}"
@@ -181,10 +178,6 @@ def stages(state: Run, test: bool = True) -> None:
     """Every stage of a run (`test=False`: up to the nodes answering SSH)."""
     assert state.run_dir is not None, "the stages of a run, inside its run directory"
     runmode.make_dir(state.logs, runmode.for_plan(state.plan))
-    check_run_path(state.run_dir.parent, "the runs directory")
-    state.resolved = resolve.preflight(state.plan, state.run_dir / "series", state.series_read)
-    baseline.check_choice(state.plan.perf.baseline, state.run_dir.parent,
-                          str(state.plan.source_file))
     pipeline.kernel(state)
     img, moddisk = pipeline.guest_image(state)
     pipeline.boot(state, img, moddisk)

@@ -37,7 +37,7 @@ from ..cache import Cache
 from ..errors import EXIT_FAIL, EXIT_INFRA, HarnessError, SuiteError
 from ..plan.plan import Plan, check_working_tree, waiver_for
 from .progress import Progress
-from .resolve import Read, Resolved
+from .resolve import Resolved
 from ..results import reproducer
 from ..results.crashes import Attribution, node_crashes
 from ..results.model import (ConfigChange, CrashRecord, ExpectationsSummary, KconfigResult,
@@ -125,7 +125,6 @@ class Run:
     source_dirty: tuple[str, ...] = ()
     # what preflight parsed and checked (runner.stages); the stages take it
     resolved: Resolved | None = None
-    series_read: Read | None = None   # the series as the command line read them
 
     def say(self, text: str) -> None:
         if self.progress:

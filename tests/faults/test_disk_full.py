@@ -13,9 +13,9 @@ import pytest
 from rich.console import Console
 
 from harness.plan import plan as plan_mod
-from harness.pipeline import runner
 from harness.cache import Cache
 from harness.errors import EXIT_INFRA
+from tests.runs import error_run
 
 
 @pytest.fixture
@@ -48,9 +48,9 @@ def fill(directory: Path, leave: int = 0) -> None:
 
 
 def run(runs: Path, tmp_path: Path):
-    plan = plan_mod.load(None, ["suites=[nosuchsuite]"])     # ends in preflight: no VM
+    plan = plan_mod.load(None)        # error_run: ends before the first stage, no VM
     out = io.StringIO()
-    result = runner.run(plan, runs, Cache(tmp_path / "cache"),
+    result = error_run(plan, runs, Cache(tmp_path / "cache"),
                         Console(file=out, width=300, highlight=False))
     return result, out.getvalue()
 

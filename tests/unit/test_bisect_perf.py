@@ -14,7 +14,7 @@ import pytest
 from rich.console import Console
 
 from harness.plan import plan as plan_mod
-from harness.pipeline import runner
+from tests.runs import runs_by
 from harness.bisect import cli as bisect_cli
 from harness.bisect import search, session
 from harness.bisect.search import BAD, GOOD, SKIP, State, Step
@@ -167,7 +167,7 @@ class FakeRange:
 
 
 def fake_runner(monkeypatch, values: dict[int, list[float]], stop_after: int = 0):
-    """runner.run answering step i's runs with values[i] in turn (None: the
+    """The pipeline answering step i's runs with values[i] in turn (None: the
     row failed); the plans it was given are kept."""
     plans: list[plan_mod.Plan] = []
 
@@ -180,7 +180,7 @@ def fake_runner(monkeypatch, values: dict[int, list[float]], stop_after: int = 0
         value = values[index][done]
         return perf_run(value, "fail" if value is None else "pass", run_id=f"run{len(plans)}")
 
-    monkeypatch.setattr(runner, "run", run)
+    monkeypatch.setattr(session, "pipeline_runs", runs_by(run))
     return plans
 
 
@@ -279,8 +279,8 @@ def test_the_cli_takes_a_user_globs_suite(tmp_path):
 
 
 def test_a_test_glob_that_matches_nothing_at_the_bad_end_is_bad_input(tmp_path, monkeypatch):
-    monkeypatch.setattr(runner, "run",
-                        lambda plan, runs_dir, cache, console: perf_run(1.0, run_id="top"))
+    monkeypatch.setattr(session, "pipeline_runs", runs_by(
+        lambda plan, runs_dir, cache, console: perf_run(1.0, run_id="top")))
     plan = replace(plan_mod.load(None), name="q")
     console = Console(file=io.StringIO(), width=300)
     target = Target(test="perf test_no_such_row*", suite="perf")

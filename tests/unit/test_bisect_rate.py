@@ -10,8 +10,8 @@ import math
 from pathlib import Path
 
 from harness.plan import plan as plan_mod
-from harness.pipeline import runner
-from harness.bisect import auto, rate, steps
+from harness.bisect.oracle import Oracle
+from harness.bisect import auto, rate
 from harness.bisect.search import BAD, GOOD, SKIP, Step
 from harness.bisect.steps import Target
 from harness.cache import Cache
@@ -94,11 +94,10 @@ def test_a_step_repeats_in_one_boot_as_often_as_the_rate_needs(tmp_path, monkeyp
                                        [[]] * (plan.repeat - 5))
         return dataclasses.replace(copy.deepcopy(QUICK), run_id=f"r{index}",
                                    repeats=[[]] * plan.repeat)
-    monkeypatch.setattr(runner, "run", run)
     target = Target(test=PING, suite="verbs-smoke", tests=(PING, "verbs-smoke x"))
-    oracle = steps.make_oracle(Range(plan_mod.load(None)), target, 3, tmp_path / "runs",
-                               Cache(tmp_path / "c"), lambda text: None, tmp_path / "log",
-                               runs_for=lambda: 7)
+    oracle = Oracle(Range(plan_mod.load(None)), target, 3, tmp_path / "runs",
+                    Cache(tmp_path / "c"), lambda text: None,
+                    lambda plan: run(plan, tmp_path / "runs", None, None), runs_for=lambda: 7)
     bad = oracle(2)
     assert (bad.verdict, bad.runs, bad.bad_runs) == (BAD, 7, 2)
     good = oracle(1)

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.pipeline import runner
-from harness.bisect import steps, twins
+from harness.bisect import oracle as oracle_mod
+from harness.bisect.oracle import Oracle
+from harness.bisect import twins
 from harness.bisect.search import BAD, GOOD, Step
 from harness.bisect.steps import Target
 from harness.cache import Cache
@@ -66,15 +67,14 @@ def oracle_for(tmp_path, monkeypatch, outcomes: dict[int, list[RunResult]], know
     from harness.plan import plan as plan_mod
     cache = Cache(tmp_path / "c")
     said: list[str] = []
-    monkeypatch.setattr(steps, "narrow", lambda plan, target: plan)
+    monkeypatch.setattr(oracle_mod, "narrow", lambda plan, target: plan)
 
     def run(plan, runs_dir, cache, console):
         index = int(plan.name.rsplit("-", 1)[1])
         return outcomes[index].pop(0)
-    monkeypatch.setattr(runner, "run", run)
     plan = plan_mod.load(None)
-    oracle = steps.make_oracle(Range(plan), Target(test=PING), 1, tmp_path / "runs", cache,
-                               said.append, tmp_path / "steps.log", known=known)
+    oracle = Oracle(Range(plan), Target(test=PING), 1, tmp_path / "runs", cache, said.append,
+                    lambda plan: run(plan, tmp_path / "runs", cache, None), known=known)
     return oracle, cache, said
 
 

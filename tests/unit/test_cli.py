@@ -1,6 +1,7 @@
 """Bad input ends a run with exit 2 and a message naming the culprit: from the
-command line (cli.main) and from the runner's preflight (runner.run), before
-anything is downloaded or built."""
+command line (cli.main) and from preflight (pipeline/request.py), before
+anything is downloaded or built and before a run directory exists."""
+import contextlib
 import io
 import json
 
@@ -9,10 +10,11 @@ from rich.console import Console
 
 from harness.plan import plan as plan_mod
 from harness.image import image
-from harness.pipeline import stages as pipeline, resolve, runner
+from harness.pipeline import stages as pipeline, resolve
 from harness.cache import Cache
 from harness.cli.main import main
 from harness.errors import EXIT_BAD_INPUT
+from tests.runs import error_run, run_plan
 
 GOOD_PLAN = """\
 name: unit
@@ -42,7 +44,8 @@ def offline(monkeypatch, tmp_path):
     forbid_stages(monkeypatch)
     monkeypatch.setenv("COLUMNS", "400")     # rich wraps at 80 columns otherwise
     monkeypatch.setenv("HARNESS_CACHE", str(tmp_path / "cache"))
-    monkeypatch.chdir(tmp_path)              # the default --runs-dir is ./runs
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HARNESS_RUNS_DIR", str(tmp_path / "runs"))   # the default --runs-dir
 
 
 def plan_file(tmp_path, text=GOOD_PLAN, name="plan.yaml"):
@@ -93,73 +96,75 @@ def test_plan_path_with_brackets_is_shown_as_is(tmp_path, capsys):
     assert f"{missing}: plan file not found" in capsys.readouterr().out
 
 
-# --- runner.run: preflight problems --------------------------------------------
+# --- preflight problems: refused before a run directory exists ----------------------
 
-def run_plan(tmp_path, overrides):
-    plan = plan_mod.load(plan_file(tmp_path), overrides)
+def refused_run(tmp_path, overrides):
+    """`harness run` of the unit plan with --set overrides: (exit code, the
+    runs directory, what it printed)."""
+    runs = tmp_path / "runs"
+    argv = ["run", str(plan_file(tmp_path)), "--runs-dir", str(runs),
+            "--cache-dir", str(tmp_path / "cache")]
+    for override in overrides:
+        argv += ["--set", override]
     out = io.StringIO()
-    result = runner.run(plan, tmp_path / "runs", Cache(tmp_path / "cache"),
-                        Console(file=out, width=400, highlight=False))
-    run_dir = tmp_path / "runs" / result.run_id
-    return result, run_dir, out.getvalue()
+    with contextlib.redirect_stdout(out):
+        code = main(argv)
+    return code, runs, " ".join(out.getvalue().split())
 
 
-def assert_error_run(result, run_dir, *words):
-    assert result.exit_code == EXIT_BAD_INPUT
-    assert result.verdict == "error"
-    data = json.loads((run_dir / "results.json").read_text())
-    assert data["verdict"] == "error" and data["exit_code"] == EXIT_BAD_INPUT
-    assert data["stages"] == []          # stopped before the first stage
+def assert_refused(code, runs, out, *words):
+    """Exit 2, the words in the message, and nothing left behind: no run
+    directory, no history entry, no junit.xml (input refused before the run)."""
+    assert code == EXIT_BAD_INPUT, out
     for word in words:
-        assert word in data["error"], data["error"]
-    assert (run_dir / "junit.xml").exists()
-    assert (run_dir / "plan.yaml").exists()
-    return data
+        assert word in out, out
+    left = sorted(p.name for p in runs.iterdir()) if runs.exists() else []
+    assert left == [], f"a refused run left {left} in {runs}"
 
 
 def test_unknown_kconfig_fragment_stops_the_run(tmp_path):
-    result, run_dir, out = run_plan(tmp_path, ["kconfig.fragments=[virt-guest, rdma-typo]"])
-    data = assert_error_run(result, run_dir, "kconfig", "'rdma-typo' not found")
-    assert "rdma" in data["error"].split("known:")[1]
-    assert "rdma-typo" in out and "verdict: error" in out
+    code, runs, out = refused_run(tmp_path, ["kconfig.fragments=[virt-guest, rdma-typo]"])
+    assert_refused(code, runs, out, "'rdma-typo' not found")
+    assert "rdma" in out.split("known:")[1]
     assert not (tmp_path / "cache" / "apt").exists()
-    # the run directory is said first: where logs/make.log is during a long build
-    assert out.splitlines()[0].strip() == f"run {result.run_id}: {run_dir}"
 
 
 def test_unknown_suite_stops_the_run(tmp_path):
-    result, run_dir, out = run_plan(tmp_path, ["suites=[modules, verbs-smok]"])
-    data = assert_error_run(result, run_dir, "plan:", "unknown suite(s) verbs-smok")
-    assert "verbs-smoke" in data["error"].split("known:")[1]
-    assert str(tmp_path / "plan.yaml") in data["error"]
+    code, runs, out = refused_run(tmp_path, ["suites=[modules, verbs-smok]"])
+    assert_refused(code, runs, out, "unknown suite(s) verbs-smok", str(tmp_path / "plan.yaml"))
+    assert "verbs-smoke" in out.split("known:")[1]
 
 
 def test_unknown_image_recipe_stops_the_run(tmp_path):
-    result, run_dir, _ = run_plan(tmp_path, ["image=trixie-rdmaa"])
-    assert_error_run(result, run_dir, "trixie-rdmaa")
+    assert_refused(*refused_run(tmp_path, ["image=trixie-rdmaa"]), "trixie-rdmaa")
 
 
 def test_git_source_that_is_not_a_kernel_tree_stops_the_run(tmp_path):
     other = tmp_path / "not-linux"
     other.mkdir()
-    result, run_dir, _ = run_plan(tmp_path, [f"kernel.tree={other}"])
-    assert_error_run(result, run_dir, "source:", str(other), "not a Linux kernel tree")
+    assert_refused(*refused_run(tmp_path, [f"kernel.tree={other}"]), str(other),
+                   "not a Linux kernel tree")
 
 
-def test_cli_run_with_an_unknown_suite_exits_2_and_leaves_a_run_directory(tmp_path, capsys):
-    path = plan_file(tmp_path)
-    code = main(["run", str(path), "--set", "suites=[nosuch]", "--runs-dir",
-                 str(tmp_path / "my-runs"), "--cache-dir", str(tmp_path / "cache")])
-    assert code == EXIT_BAD_INPUT
-    assert "unknown suite(s) nosuch" in capsys.readouterr().out
-    (run_dir,) = [p for p in (tmp_path / "my-runs").iterdir() if p.is_dir()]
-    assert json.loads((run_dir / "results.json").read_text())["verdict"] == "error"
+def test_refused_input_leaves_no_run_behind_and_compare_finds_no_previous_run(tmp_path,
+                                                                              capsys):
+    """Before, `harness run --tree /nonexistent` (or an unknown suite or
+    machine) exited 2 but left a run directory, a history entry and a
+    junit.xml with 0 tests, which `harness compare` then took as the
+    previous run."""
+    for sets in (["suites=[nosuch]"], ["vm.machine=nosuchmachine"]):
+        code, runs, out = refused_run(tmp_path, sets)
+        assert_refused(code, runs, out, sets[0].split("=")[1].strip("[]"))
+    runs = tmp_path / "runs"
+    code = main(["run", str(plan_file(tmp_path)), "--tree", str(tmp_path / "nonexistent"),
+                 "--runs-dir", str(runs), "--cache-dir", str(tmp_path / "cache")])
+    out = capsys.readouterr().out
+    assert_refused(code, runs, " ".join(out.split()), "nonexistent")
 
 
 def test_systemd_init_needs_an_image_with_systemd(tmp_path):
-    result, run_dir, _ = run_plan(tmp_path, ["vm.init=systemd"])
-    assert_error_run(result, run_dir, "vm.init=systemd", "systemd-sysv",
-                     "trixie-rdma-systemd")
+    assert_refused(*refused_run(tmp_path, ["vm.init=systemd"]), "vm.init=systemd",
+                   "systemd-sysv", "trixie-rdma-systemd")
 
 
 def test_systemd_image_recipe_passes_preflight(tmp_path):
@@ -176,7 +181,10 @@ def test_an_unexpected_exception_is_an_infrastructure_error_with_a_traceback(tmp
         raise PermissionError(13, "Permission denied", "/cache/apt/.lock")
 
     monkeypatch.setattr(pipeline.source, "prepare", broken)
-    result, run_dir, out = run_plan(tmp_path, [])
+    out_file = io.StringIO()
+    result = run_plan(plan_mod.load(plan_file(tmp_path)), tmp_path / "runs",
+                      Cache(tmp_path / "cache"), Console(file=out_file, width=400))
+    run_dir, out = tmp_path / "runs" / result.run_id, out_file.getvalue()
     assert result.exit_code == 3 and result.verdict == "error"
     data = json.loads((run_dir / "results.json").read_text())
     assert data["error"].startswith("harness internal error: PermissionError")
@@ -220,8 +228,14 @@ def test_a_signal_during_clean_up_does_not_cost_the_results(tmp_path, monkeypatc
     monkeypatch.setattr(baseline, "compare_run", signalled)
     # what the caller had (a job started with `&` inherits SIGINT ignored)
     before = signal.getsignal(signal.SIGINT)
-    result, run_dir, out = run_plan(tmp_path, ["suites=[nosuch]"])
-    assert_error_run(result, run_dir, "nosuch")
+    out_file = io.StringIO()
+    result = error_run(plan_mod.load(plan_file(tmp_path)), tmp_path / "runs",
+                       Cache(tmp_path / "cache"),
+                       Console(file=out_file, width=400, highlight=False))
+    out = out_file.getvalue()
+    data = json.loads((tmp_path / "runs" / result.run_id / "results.json").read_text())
+    assert data["exit_code"] == EXIT_BAD_INPUT and data["verdict"] == "error"
+    assert (tmp_path / "runs" / result.run_id / "junit.xml").exists()
     assert f"{signame} during clean-up: writing the run directory first" in out
     assert signal.getsignal(signal.SIGINT) is before     # the harness's handler is gone
 
@@ -235,9 +249,8 @@ def test_a_signal_during_clean_up_does_not_cost_the_results(tmp_path, monkeypatc
 ])
 def test_kconfig_base_path_that_is_not_a_readable_file_stops_the_run(tmp_path, base, why):
     base = base.format(tmp=tmp_path)
-    result, run_dir, _ = run_plan(tmp_path, [f"kconfig.base={base}"])
-    assert_error_run(result, run_dir, "plan:", "kconfig.base", base, why,
-                     str(tmp_path / "plan.yaml"))
+    assert_refused(*refused_run(tmp_path, [f"kconfig.base={base}"]), "kconfig.base", base,
+                   why, str(tmp_path / "plan.yaml"))
 
 
 @pytest.mark.parametrize("base", ["tinyconfig", "defconfig", "{tmp}/my.config"])

@@ -25,6 +25,7 @@ from harness.errors import EXIT_BAD_INPUT
 from harness.results import history, history_db
 from harness.results.model import RunResult
 from harness.results.writers import write_json
+from tests.runs import error_run
 
 from .test_results_history import DATA, QUICK, runs_dir, variant
 
@@ -267,7 +268,6 @@ def test_a_run_says_when_it_migrated_the_index(tmp_path):
     from rich.console import Console
 
     from harness.plan import plan as plan_mod
-    from harness.pipeline import runner
     from harness.cache import Cache
 
     runs, db = indexed(tmp_path, variant("a", "2026-12-01T01:00:00"))
@@ -275,7 +275,7 @@ def test_a_run_says_when_it_migrated_the_index(tmp_path):
     plan = tmp_path / "plan.yaml"
     plan.write_text("name: bad\nsuites: [no-such-suite]\n")
     out = tmp_path / "out"
-    result = runner.run(plan_mod.load(plan), runs, Cache(tmp_path / "cache"),
+    result = error_run(plan_mod.load(plan), runs, Cache(tmp_path / "cache"),
                         Console(file=open(out, "w"), width=300))
     assert result.exit_code == 2
     text = out.read_text()

@@ -10,6 +10,7 @@ import sys
 import pytest
 
 from harness.jsonout import last_error
+from tests.runs import failing_tree
 
 
 def harness(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -19,8 +20,8 @@ def harness(*args: str, cwd=None) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("args, words", [
-    (("history", "--json", "--runs-dir", "{tmp}/none"), ("no history database",)),
-    (("compare", "--json", "--runs-dir", "{tmp}"), ("no runs",)),
+    (("history", "--json", "--db", "{tmp}/typo.sqlite"), ("no history database",)),
+    (("compare", "--json", "nosuch", "--runs-dir", "{tmp}"), ("unknown run 'nosuch'",)),
     (("bisect", "--json", "--series", "no-such-series"), ("--test GLOB",)),
     (("reproduce", "--json", "{tmp}/not-a-run"), ("not-a-run",)),
     (("nightly", "{tmp}/missing.yaml", "--list", "--json"), ("missing.yaml",)),
@@ -51,6 +52,17 @@ def test_history_json_with_no_runs_is_an_empty_list(tmp_path):
     assert done.returncode == 0 and json.loads(done.stdout) == []
 
 
+def test_no_runs_yet_is_a_document_and_exit_0(tmp_path):
+    # a fresh machine: nothing to show is not bad input
+    history = harness("history", "--json", "--runs-dir", str(tmp_path / "none"))
+    assert history.returncode == 0 and json.loads(history.stdout) == []
+    assert f"no runs yet (in {tmp_path / 'none'})" in history.stderr
+    compare = harness("compare", "--json", "--runs-dir", str(tmp_path))
+    document = json.loads(compare.stdout)
+    assert compare.returncode == 0 and document["compared"] is None
+    assert document["message"].startswith(f"no runs yet (in {tmp_path})")
+
+
 def test_the_error_text_is_the_last_error_message():
     text = "working ...\nerror: first\nmore\nerror: the one\n  its second line\n\n"
     assert last_error(text) == "the one\n  its second line"
@@ -59,17 +71,27 @@ def test_the_error_text_is_the_last_error_message():
 
 
 def test_a_run_under_json_prints_its_results_json_and_nothing_else(tmp_path):
-    """A run that stops at bad input still has a run directory: its
-    results.json is the document, the stage lines went to stderr."""
+    """A run that stops in a stage: its results.json is the document, the
+    stage lines went to stderr."""
+    runs = tmp_path / "runs"
+    done = harness("run", "--json", "--runs-dir", str(runs), "--set", "series=[]",
+                   "--tree", str(failing_tree(tmp_path / "tree")), cwd=tmp_path)
+    document = json.loads(done.stdout)
+    assert done.returncode == document["exit_code"] == 3, done.stderr
+    assert document["verdict"] == "error" and "kconfig" in document["error"]
+    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
+    assert document == json.loads((run_dir / "results.json").read_text())
+    assert "verdict: error" in done.stderr
+
+
+def test_input_refused_under_json_is_one_error_document_and_no_run(tmp_path):
     runs = tmp_path / "runs"
     done = harness("run", "--json", "--runs-dir", str(runs), "--set", "suites=[nosuch]",
                    cwd=tmp_path)
     document = json.loads(done.stdout)
-    assert done.returncode == document["exit_code"] == 2, done.stderr
-    assert document["verdict"] == "error" and "nosuch" in document["error"]
-    (run_dir,) = [p for p in runs.iterdir() if p.is_dir()]
-    assert document == json.loads((run_dir / "results.json").read_text())
-    assert "verdict: error" in done.stderr
+    assert done.returncode == document["exit"] == 2, done.stderr
+    assert "nosuch" in document["error"]
+    assert not runs.exists() or list(runs.iterdir()) == []
 
 
 def test_series_check_under_json_with_a_series_that_does_not_exist_is_an_error_document(

@@ -25,6 +25,7 @@ from harness.nightly.matrix import expand, job_id, parse_shard, shard
 from harness.nightly.merge import merge
 from harness.results.model_nightly import Job, JobNight, NightlyResult
 from harness.nightly.night import Night
+from tests.unit.test_source_git import kernel_files
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "tests" / "data" / "results"
@@ -130,7 +131,7 @@ def test_the_ledger_remembers_heads_and_merges(tmp_path):
 
 
 def _git_repo(path: Path) -> str:
-    path.mkdir()
+    path.mkdir(exist_ok=True)
     for args in (["init", "-q", "-b", "main"], ["config", "user.email", "t@example.org"],
                  ["config", "user.name", "t"]):
         subprocess.run(["git", *args], cwd=path, check=True)
@@ -139,7 +140,7 @@ def _git_repo(path: Path) -> str:
 
 def _commit(path: Path, what: str) -> str:
     (path / "file").write_text(what)
-    subprocess.run(["git", "add", "file"], cwd=path, check=True)
+    subprocess.run(["git", "add", "."], cwd=path, check=True)
     subprocess.run(["git", "commit", "-q", "-m", what], cwd=path, check=True)
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, check=True,
                           capture_output=True, text=True).stdout.strip()
@@ -165,14 +166,17 @@ def test_a_git_source_is_fetched_into_a_mirror_and_its_new_head_seen(tmp_path):
 
 def test_a_night_runs_new_heads_skips_known_ones_and_says_so(tmp_path):
     upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    kernel_files(upstream)
     head = _git_repo(upstream)
     config = _config(tmp_path, f"  - {{name: up, git: {upstream}, branches: [main]}}\n")
     runs, cache = tmp_path / "runs", Cache(tmp_path / "cache")
     console = Console(record=True, width=200)
-    # the tree is no kernel: `harness run` stops in its preflight, exit 2, a run directory
+    # the tree has a kernel's files and no kernel: `harness run` stops in its
+    # kconfig stage, exit 3, a run directory
     night = Night(config, runs, cache, console).run()
     (job,) = night.jobs
-    assert (job.state, job.kind, job.head, job.exit_code) == ("ran", "error", head, 2)
+    assert (job.state, job.kind, job.head, job.exit_code) == ("ran", "error", head, 3)
     assert job.run_id and (runs / job.run_id / "results.json").is_file()
     saved = NightlyResult.load(runs / "nightly.json")
     assert saved.jobs[0].run_id == job.run_id and saved.matrix == 1

@@ -14,6 +14,7 @@ from harness.pipeline import runner
 from harness.cache import Cache, private_dir
 from harness.cli.main import main
 from harness.errors import HarnessError
+from tests.runs import failing_tree
 
 
 def mode(path: Path) -> int:
@@ -88,14 +89,16 @@ def test_a_cache_of_another_user_is_refused(foreign, monkeypatch):
 
 def test_the_runs_directory_the_harness_makes_is_0700(tmp_path, capsys):
     plan = tmp_path / "plan.yaml"
-    plan.write_text("name: p\nsuites: [nosuch]\n")
-    code = main(["run", str(plan), "--runs-dir", str(tmp_path / "runs"),
+    plan.write_text("name: p\nsuites: [modules]\n")
+    tree = str(failing_tree(tmp_path / "tree"))
+    code = main(["run", str(plan), "--tree", tree, "--runs-dir", str(tmp_path / "runs"),
                  "--cache-dir", str(tmp_path / "cache")])
-    assert code == 2 and mode(tmp_path / "runs") == 0o700
+    assert code == 3 and mode(tmp_path / "runs") == 0o700
     mine = tmp_path / "mine"
     mine.mkdir(mode=0o755)
     mine.chmod(0o755)
-    main(["run", str(plan), "--runs-dir", str(mine), "--cache-dir", str(tmp_path / "cache")])
+    main(["run", str(plan), "--tree", tree, "--runs-dir", str(mine),
+          "--cache-dir", str(tmp_path / "cache")])
     assert mode(mine) == 0o755                        # made by the user: left as it is
 
 

@@ -17,9 +17,10 @@ import pytest
 from rich.console import Console
 
 from harness.cli import main as cli
-from harness.pipeline import runner
 from harness.plan import plan as plan_mod
 from harness.cache import Cache
+from harness.errors import PlanError
+from harness.pipeline import stages
 from harness.results.model_nightly import Job, JobNight, NightlyResult
 from harness.report import page, plots, render
 from harness.results import history
@@ -27,6 +28,7 @@ from harness.results.compare import CrashChange, RowChange
 from harness.results.model import MissingSymbol, RunResult, WarningRecord
 from harness.results.model import TestRecord as Row
 from harness.results.writers import write_json
+from tests.runs import error_run
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"
 FULL = RunResult.load(DATA / "full-every-suite.json")
@@ -397,8 +399,9 @@ def bad_run(tmp_path: Path):
     plan = tmp_path / "plan.yaml"
     plan.write_text("name: bad\nsuites: [no-such-suite]\n")
     out = io.StringIO()
-    result = runner.run(plan_mod.load(plan), tmp_path / "runs", Cache(tmp_path / "cache"),
-                        Console(file=out, width=300))
+    result = error_run(plan_mod.load(plan), tmp_path / "runs", Cache(tmp_path / "cache"),
+                       Console(file=out, width=300),
+                       error=PlanError("source: the tree went away"))
     return result, tmp_path / "runs" / result.run_id, out.getvalue()
 
 
@@ -407,7 +410,7 @@ def test_every_run_writes_its_report(tmp_path):
     assert result.exit_code == 2
     p = parse((run_dir / "report.html").read_text())
     assert "Verdict: error" in p.texts("b")
-    assert any("unknown suite(s) no-such-suite" in r for r in p.texts("li"))
+    assert any("the tree went away" in r for r in p.texts("li"))
 
 
 def test_a_report_that_fails_changes_nothing_of_the_run(tmp_path, monkeypatch):
@@ -424,9 +427,11 @@ def test_a_report_that_fails_changes_nothing_of_the_run(tmp_path, monkeypatch):
 
 def test_the_cli_run_exit_code_survives_a_broken_report(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(page, "runs_html", lambda *a, **k: 1 / 0)
-    plan = tmp_path / "plan.yaml"
-    plan.write_text("name: bad\nsuites: [no-such-suite]\n")
-    assert cli.main(["run", str(plan), "--runs-dir", str(tmp_path / "runs"),
+
+    def gone(*args, **kwargs):
+        raise PlanError("source: the tree went away")
+    monkeypatch.setattr(stages.source, "prepare", gone)     # a run that ends at its start
+    assert cli.main(["run", "--runs-dir", str(tmp_path / "runs"),
                      "--cache-dir", str(tmp_path / "cache")]) == 2
     assert "report.html not written: ZeroDivisionError" in capsys.readouterr().out
 

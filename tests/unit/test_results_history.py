@@ -15,6 +15,7 @@ from harness.cli import main as cli
 from harness.results import history, history_db
 from harness.results.model import RunResult
 from harness.results.writers import write_json
+from tests.runs import error_run
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "results"
 QUICK = RunResult.load(DATA / "quickstart-before-typed-results.json")
@@ -120,14 +121,25 @@ def test_the_command(tmp_path, monkeypatch, capsys):
     assert "no row of the indexed runs matches" in capsys.readouterr().out
 
 
-def test_a_run_that_stops_in_preflight_is_indexed_too(tmp_path, monkeypatch):
+def test_no_runs_yet_is_said_and_is_not_an_error(tmp_path, capsys):
+    # a fresh machine: neither the runs directory nor its index exists yet
+    runs = tmp_path / "runs"
+    assert cli.main(["history", "--runs-dir", str(runs)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"no runs yet (in {runs})" in out and "error" not in out
+    runs.mkdir()                               # made, still empty: the same
+    assert cli.main(["history", "--runs-dir", str(runs), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1]) == []
+    assert not history.default_path(runs).exists()      # reading made no index
+
+
+def test_a_run_that_stops_at_its_first_stage_is_indexed_too(tmp_path, monkeypatch):
     from harness.plan import plan as plan_mod
-    from harness.pipeline import runner
     from harness.cache import Cache
 
     plan = tmp_path / "plan.yaml"
     plan.write_text("name: bad\nsuites: [no-such-suite]\n")
-    result = runner.run(plan_mod.load(plan), tmp_path / "runs", Cache(tmp_path / "cache"),
+    result = error_run(plan_mod.load(plan), tmp_path / "runs", Cache(tmp_path / "cache"),
                         Console(file=open(tmp_path / "out", "w")))
     assert result.exit_code == 2
     with history_db.reader(tmp_path / "runs" / history.DEFAULT_NAME) as conn:
@@ -137,15 +149,14 @@ def test_a_run_that_stops_in_preflight_is_indexed_too(tmp_path, monkeypatch):
 
 def test_an_unwritable_index_does_not_change_the_run(tmp_path):
     from harness.plan import plan as plan_mod
-    from harness.pipeline import runner
     from harness.cache import Cache
 
     plan = tmp_path / "plan.yaml"
     plan.write_text("name: bad\nsuites: [no-such-suite]\n")
     out = tmp_path / "out"
-    result = runner.run(plan_mod.load(plan), tmp_path / "runs", Cache(tmp_path / "cache"),
+    result = error_run(plan_mod.load(plan), tmp_path / "runs", Cache(tmp_path / "cache"),
                         Console(file=open(out, "w"), width=300),
-                        history_db=tmp_path / "no-such-dir" / "h.sqlite")
+                        history=tmp_path / "no-such-dir" / "h.sqlite")
     assert result.exit_code == 2 and (tmp_path / "runs" / result.run_id / "results.json").exists()
     assert "history not updated" in out.read_text()
     shutil.rmtree(tmp_path / "runs")

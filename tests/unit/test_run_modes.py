@@ -28,6 +28,7 @@ from harness.bisect import session
 from harness.cache import Cache
 from harness.cli.main import main
 from harness.results import history
+from tests.runs import error_run, failing_tree
 
 BAD_PLAN = "name: modes\nsuites: [no-such-suite]\n"      # stops in preflight: a whole run
 
@@ -55,7 +56,7 @@ def a_run(tmp_path: Path, overrides=(), text: str = BAD_PLAN, body=None):
     plan_file = tmp_path / "plan.yaml"
     plan_file.write_text(text)
     plan = plan_mod.load(plan_file, list(overrides))
-    result = runner.run(plan, tmp_path / "runs", Cache(tmp_path / "cache"),
+    result = error_run(plan, tmp_path / "runs", Cache(tmp_path / "cache"),
                         Console(file=io.StringIO(), width=300), body=body)
     return result, tmp_path / "runs" / result.run_id
 
@@ -262,13 +263,14 @@ def run_harness(tmp_path: Path, *args: str, mask: int = 0o022,
 
 
 def test_the_harness_command_writes_a_readable_run_when_asked(tmp_path):
-    """The real command (a bad-input run: exit 2 in a few seconds), as a CI
+    """The real command (a run that fails in kconfig: exit 3 in seconds), as a CI
     that publishes its runs would start it, under a tight umask."""
     plan = tmp_path / "plan.yaml"
-    plan.write_text(BAD_PLAN)
+    plan.write_text(BAD_PLAN.replace("no-such-suite", "modules"))
     done = run_harness(tmp_path, "run", str(plan), "--runs-dir", "ci", "--cache-dir", "cache",
+                       "--tree", str(failing_tree(tmp_path / "tree")),
                        "--set", "results.readable=world", mask=0o077)
-    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.returncode == 3, done.stdout + done.stderr
     (run_dir,) = [p for p in (tmp_path / "ci").iterdir() if p.is_dir()]
     assert mode(tmp_path / "ci") == 0o755 and mode(run_dir) == 0o755
     assert mode(run_dir / "results.json") == 0o644 and mode(run_dir / "logs") == 0o755

@@ -7,24 +7,23 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib
-import io
 import json
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 
 from harness.build import build
-from harness.pipeline import stages as pipeline, runner
+from harness.pipeline import stages as pipeline
 from harness.plan import plan as plan_mod
 from harness.cache import Cache
-from harness.errors import EXIT_BAD_INPUT, PlanError, SourceError
+from harness.errors import EXIT_BAD_INPUT, HarnessError, PlanError, SourceError
 from harness.plan.plan import KconfigSpec, KernelSpec, Plan
 from harness.results.model import RunResult
 from harness.source import SourceTree, prepare, working
 from harness.source.tree import kconfig_content
+from tests.runs import run_plan
 from tests.unit.test_cli import forbid_stages
 from tests.unit.test_source_git import kernel_files
 
@@ -264,12 +263,13 @@ def test_the_plan_refuses_a_series_on_a_working_tree(tmp_path, user):
     assert "series" in message and "git am" in message and "commit them" in message
 
 
-def run_plan(tmp_path, plan: Plan):
-    out = io.StringIO()
-    result = runner.run(plan, tmp_path / "runs", Cache(tmp_path / "cache"),
-                        Console(file=out, width=400, highlight=False))
-    data = json.loads((tmp_path / "runs" / result.run_id / "results.json").read_text())
-    return result, data
+def refused(tmp_path, plan: Plan) -> str:
+    """The request for `plan` refused (exit 2) before a run directory: the message."""
+    with pytest.raises(HarnessError) as info:
+        run_plan(plan, tmp_path / "runs", Cache(tmp_path / "cache"))
+    assert info.value.exit_code == EXIT_BAD_INPUT
+    assert not (tmp_path / "runs").exists() or not list((tmp_path / "runs").iterdir())
+    return str(info.value)
 
 
 @pytest.fixture
@@ -282,9 +282,8 @@ def test_preflight_stops_an_unclean_working_tree_before_any_stage(offline, tmp_p
     (user / ".config").write_text("CONFIG_X=y\n")
     plan = plan_mod.load(write_plan(tmp_path, ""), ["kernel.tree=" + str(user),
                                                     "kernel.ref=working-tree"])
-    result, data = run_plan(tmp_path, plan)
-    assert result.exit_code == EXIT_BAD_INPUT and data["stages"] == []
-    assert "in-tree .config" in data["error"] and str(user) in data["error"]
+    message = refused(tmp_path, plan)
+    assert "in-tree .config" in message and str(user) in message
 
 
 def test_preflight_stops_a_series_added_in_code(offline, tmp_path, user):
@@ -293,9 +292,7 @@ def test_preflight_stops_a_series_added_in_code(offline, tmp_path, user):
     plan = plan_mod.load(write_plan(tmp_path, ""), ["kernel.tree=" + str(user),
                                                     "kernel.ref=working-tree"])
     plan = dataclasses.replace(plan, series=("rxe-fixes",))
-    result, data = run_plan(tmp_path, plan)
-    assert result.exit_code == EXIT_BAD_INPUT and data["stages"] == []
-    assert "git am" in data["error"]
+    assert "git am" in refused(tmp_path, plan)
 
 
 # --- cache keys ----------------------------------------------------------------------
