@@ -92,14 +92,23 @@ _QEMU_UNSAFE = ",\n\r\0"
 
 RUNS_DIR_ENV = "HARNESS_RUNS_DIR"
 # the help of every command's --runs-dir and --cache-dir
-RUNS_DIR_HELP = "where run directories go (default: $HARNESS_RUNS_DIR, else ./runs)"
+RUNS_DIR_HELP = ("where run directories go (default: $HARNESS_RUNS_DIR, else "
+                 "$XDG_STATE_HOME/harness/runs, else ~/.local/state/harness/runs)")
 CACHE_DIR_HELP = "cache directory (default: $HARNESS_CACHE, else $XDG_CACHE_HOME/harness)"
 
 
 def runs_dir() -> Path:
     """The default runs directory of every command: $HARNESS_RUNS_DIR, else
-    ./runs (relative to where the command is started)."""
-    return Path(os.environ.get(RUNS_DIR_ENV) or "runs")
+    the user's state directory, $XDG_STATE_HOME/harness/runs (an absolute
+    $XDG_STATE_HOME only, as the XDG base directory rules say), else
+    ~/.local/state/harness/runs. Never relative to where the command starts:
+    a run started inside a kernel tree must not leave its runs in that tree."""
+    chosen = os.environ.get(RUNS_DIR_ENV)
+    if chosen:
+        return Path(chosen)
+    state = os.environ.get("XDG_STATE_HOME", "")
+    base = Path(state) if os.path.isabs(state) else Path.home() / ".local" / "state"
+    return base / "harness" / "runs"
 
 
 def check_run_path(path: Path, what: str = "--runs-dir") -> Path:

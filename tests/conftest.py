@@ -19,6 +19,7 @@ from harness.plan import overrides, plan as plan_mod
 from harness.pipeline import stages as pipeline
 from harness import source
 from harness.cache import Cache
+from harness.inputs import RUNS_DIR_ENV
 
 QUICKSTART = plan_mod.PROJECT_ROOT / "plans" / "quickstart.yaml"
 REPO = Path(__file__).resolve().parent.parent      # the checkout: cwd of the harness runs
@@ -85,6 +86,17 @@ def shared_tmp_stays_ours(tmp_path_factory):
         info = os.stat(path)
         assert info.st_uid == me, f"{path} now belongs to uid {info.st_uid}, not {me}"
     assert os.stat("/tmp").st_mode & 0o7777 == 0o1777, "/tmp lost its mode 1777"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def default_runs_dir(tmp_path_factory):
+    """A command a test starts without --runs-dir writes its runs into the
+    session's temporary directory, never into the user's state directory
+    (the default, ~/.local/state/harness/runs) nor into a HARNESS_RUNS_DIR
+    that tox passes through from the developer's shell."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(RUNS_DIR_ENV, str(tmp_path_factory.mktemp("default-runs")))
+        yield
 
 
 @pytest.fixture(scope="session")

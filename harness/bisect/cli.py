@@ -70,7 +70,8 @@ def add_parser(sub) -> None:
                         metavar="KEY=VALUE", help="override a plan key; repeatable")
     parser.add_argument("--runs-dir", type=Path, default=runs_dir(),
                         help="where the bisect's directory goes (default: $HARNESS_RUNS_DIR, "
-                             "else ./runs)")
+                             "else $XDG_STATE_HOME/harness/runs or "
+                             "~/.local/state/harness/runs)")
     parser.add_argument("--json", action="store_true",
                         help="print the bisect's report (bisect.json) as JSON")
     parser.add_argument("--cache-dir", type=Path, default=None,
