@@ -39,13 +39,15 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description="RUN: a run id in the runs directory or a run directory (default: the "
                     "newest run). --against: the same (default: the newest earlier run of "
                     "the same plan and the same kernel tree origin). Exit codes: 0 nothing "
-                    "regressed, 1 something did, 2 bad input.")
+                    "regressed (or no two runs to compare yet), 1 something did, 2 bad input "
+                    "(a RUN or --against that is not a run).")
     parser.add_argument("run", nargs="?", metavar="RUN")
     parser.add_argument("--against", default=None, metavar="RUN",
                         help="the baseline run (id or directory)")
     parser.add_argument("--runs-dir", type=Path, default=None,
-                        help="where runs are (default: $HARNESS_RUNS_DIR or ./runs, or "
-                             "the parent of a RUN given as a directory)")
+                        help="where runs are (default: the parent of a RUN given as a "
+                             "directory, else $HARNESS_RUNS_DIR, else "
+                             "$XDG_STATE_HOME/harness/runs or ~/.local/state/harness/runs)")
     parser.add_argument("--history", type=Path, default=None, metavar="FILE",
                         help="history database for flaky rows (default: "
                              f"<runs-dir>/{history.DEFAULT_NAME})")
@@ -55,6 +57,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         default=DEFAULT_THRESHOLD_PERCENT,
                         metavar="PCT", help="perf drop threshold in percent (default "
                                             f"{DEFAULT_THRESHOLD_PERCENT})")
+
+
+class NothingToCompare(Exception):
+    """Fewer runs than a comparison needs, none of them named by the user:
+    said plainly, exit 0 (nothing is wrong with the input)."""
 
 
 def compare_command(args: argparse.Namespace, console: Console) -> int:
@@ -67,6 +74,11 @@ def compare_command(args: argparse.Namespace, console: Console) -> int:
     except HarnessError as exc:       # bad input, or an unreadable history
         console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code
+    except NothingToCompare as nothing:
+        console.print(printable(str(nothing)), soft_wrap=True)
+        if args.json:
+            print(json.dumps({"compared": None, "message": str(nothing)}, indent=1))
+        return EXIT_PASS
     if args.json:
         print(json.dumps(to_plain(result), indent=1))
     else:
@@ -125,12 +137,12 @@ def _select(args: argparse.Namespace
         current_dir = _resolve(args.run, runs_dir)
         current = load_run(current_dir)
     else:
-        if not runs_dir.is_dir():
-            raise PlanError(f"runs directory {runs_dir} does not exist (give --runs-dir "
-                            "or a RUN)")
-        runs = _candidates(runs_dir, args.history or runs_dir / history.DEFAULT_NAME)
+        runs = (_candidates(runs_dir, args.history or runs_dir / history.DEFAULT_NAME)
+                if runs_dir.is_dir() else [])
         if not runs:
-            raise PlanError(f"no runs with a results.json in {runs_dir}")
+            raise NothingToCompare(
+                f"no runs yet (in {runs_dir}): nothing to compare; `harness run` makes one "
+                "(or give --runs-dir, or two run directories as RUN and --against)")
         current_dir = max(runs, key=lambda c: c.order).run_dir
         current = load_run(current_dir)
     if args.against:
@@ -143,9 +155,10 @@ def _select(args: argparse.Namespace
                    and c.run_dir.name != current.run_id and c.order < run_order(current)]
         if not earlier:
             origin = clip(current.kernel.source or "an unknown tree")
-            raise PlanError(
+            raise NothingToCompare(
                 f"no earlier run of plan {quote(current.plan)} from {origin} in {runs_dir} to "
-                f"compare {clip(current.run_id)} with (name one with --against)")
+                f"compare {clip(current.run_id)} with yet: nothing to compare (another run "
+                "of the plan makes one, or name a run with --against)")
         base_dir = max(earlier, key=lambda c: c.order).run_dir
         base = load_run(base_dir)
     if base_dir.resolve() == current_dir.resolve() or base.run_id == current.run_id:

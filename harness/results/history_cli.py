@@ -30,9 +30,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "of every run) read-only. `rebuild` makes it again from the run "
                     "directories, in place; it never overwrites a file that is not an "
                     "index. A test that both passed and failed on one kernel build (commit "
-                    "+ .config) is flaky. Exit codes: 0, 2 bad input (no index, or a file "
-                    "that is not one of this version: foreign, damaged, older, newer), "
-                    "3 the index could not be read or written.")
+                    "+ .config) is flaky. Exit codes: 0 (also when there are no runs yet), "
+                    "2 bad input (runs but no index, or a file that is not one of this "
+                    "version: foreign, damaged, older, newer), 3 the index could not be "
+                    "read or written.")
     _index_options(parser, runs_dir(), None)
     actions = parser.add_subparsers(dest="action", metavar="rebuild")
     rebuild = actions.add_parser(
@@ -52,8 +53,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
 
 def _index_options(parser: argparse.ArgumentParser, runs: object, db: object) -> None:
     parser.add_argument("--runs-dir", type=Path, default=runs,
-                        help="where the run directories are (default: "
-                             "$HARNESS_RUNS_DIR, else ./runs)")
+                        help="where the run directories are (default: $HARNESS_RUNS_DIR, "
+                             "else $XDG_STATE_HOME/harness/runs, else "
+                             "~/.local/state/harness/runs)")
     parser.add_argument("--history", dest="db", type=Path, default=db, metavar="FILE",
                         help="the index (default: <runs-dir>/history.sqlite)")
     parser.add_argument("--db", dest="db", type=Path, default=argparse.SUPPRESS,
@@ -73,6 +75,13 @@ def history_command(args: argparse.Namespace, console: Console) -> int:
             return EXIT_PASS
         if args.last < 1:
             raise HarnessError("--last: at least 1", 2)
+        if args.db is None and no_runs_yet(args.runs_dir, db):
+            # nothing to show is not bad input: a fresh machine, before its first run
+            console.print(f"no runs yet (in {printable(str(args.runs_dir))}): `harness run` "
+                          "makes one, and every run is indexed when it ends", soft_wrap=True)
+            if args.json:
+                print(json.dumps([]))
+            return EXIT_PASS
         found = history.tests(db, args.plan, args.test, args.last)
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
@@ -86,6 +95,17 @@ def history_command(args: argparse.Namespace, console: Console) -> int:
         return EXIT_PASS
     _print(found, console)
     return EXIT_PASS
+
+
+def no_runs_yet(runs: Path, db: Path) -> bool:
+    """True when the default index is missing and so is every run it would
+    index: no run directory with a results.json under `runs` (or no `runs`)."""
+    if db.exists() or db.is_symlink():
+        return False
+    try:
+        return not any(runs.glob("*/results.json"))
+    except OSError:
+        return False            # unreadable: the index's own message says more
 
 
 def _print(found: list[history.TestHistory], console: Console) -> None:

@@ -20,7 +20,8 @@ ORIGIN = FULL["kernel"]["source"]
 @pytest.fixture(autouse=True)
 def columns(monkeypatch, tmp_path):
     monkeypatch.setenv("COLUMNS", "400")     # rich wraps at 80 columns otherwise
-    monkeypatch.chdir(tmp_path)              # the default --runs-dir is ./runs
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HARNESS_RUNS_DIR", "runs")   # the default --runs-dir: ./runs here
 
 
 def add_run(runs: Path, run_id: str, started: str, *, plan: str = "full",
@@ -215,10 +216,20 @@ def test_a_damaged_results_json(runs, capsys):
     assert "20261201-150000-full-bad/results.json: results.json is damaged (not JSON" in out
 
 
+# --- nothing to compare yet: said plainly, exit 0 (the input is not wrong) ------
+
+def nothing(capsys, *argv: str) -> str:
+    assert main(["compare", *argv]) == EXIT_PASS
+    out = " ".join(capsys.readouterr().out.split())
+    assert "error" not in out
+    return out
+
+
 def test_no_earlier_run_of_that_plan_and_origin(runs, capsys):
-    out = bad(capsys, "20261201-100000-full-0001")
+    out = nothing(capsys, "20261201-100000-full-0001")
     assert (f"no earlier run of plan 'full' from {ORIGIN} in runs to compare "
-            "20261201-100000-full-0001 with") in out
+            "20261201-100000-full-0001 with yet: nothing to compare") in out
+    assert "--against" in out
 
 
 def test_another_origin_is_never_the_baseline(tmp_path, capsys):
@@ -226,7 +237,7 @@ def test_another_origin_is_never_the_baseline(tmp_path, capsys):
     add_run(runs, "20261201-100000-full-0001", "2026-12-01T10:00:00",
             origin="git /src/linux (HEAD)")
     add_run(runs, "20261201-120000-full-0002", "2026-12-01T12:00:00")
-    assert "no earlier run of plan 'full'" in bad(capsys)
+    assert "no earlier run of plan 'full'" in nothing(capsys)
 
 
 def test_a_run_compared_with_itself(runs, capsys):
@@ -235,13 +246,26 @@ def test_a_run_compared_with_itself(runs, capsys):
     assert "run 20261201-120000-full-0005 compared with itself" in out
 
 
-def test_no_runs_directory(tmp_path, capsys):
-    assert "runs directory runs does not exist" in bad(capsys)
+def test_no_runs_directory_yet(tmp_path, capsys):
+    # a fresh machine: the default runs directory is not made until a run
+    assert "no runs yet (in runs): nothing to compare; `harness run` makes one" in \
+        nothing(capsys)
+    assert not (tmp_path / "runs").exists()
 
 
 def test_an_empty_runs_directory(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
-    assert "no runs with a results.json in" in bad(capsys, "--runs-dir", "empty")
+    assert "no runs yet (in empty)" in nothing(capsys, "--runs-dir", "empty")
+
+
+def test_nothing_to_compare_as_json(tmp_path, capsys):
+    code, out = compared(capsys)
+    assert code == EXIT_PASS and out["compared"] is None
+    assert out["message"].startswith("no runs yet (in runs)")
+
+
+def test_a_named_run_that_does_not_exist_is_still_bad_input(tmp_path, capsys):
+    assert "unknown run 'nosuch'" in bad(capsys, "nosuch")
 
 
 def test_a_missing_history_file(runs, capsys):
