@@ -13,6 +13,7 @@ from typing import Callable
 
 from ..errors import HarnessError
 from ..inputs import load_yaml, read_text
+from ..plan import names
 from ..plan.plan import PROJECT_ROOT
 from ..results.safe import printable
 
@@ -23,7 +24,8 @@ def add_parser(sub) -> None:
     parser = sub.add_parser(
         "list", help="list what a plan can name: suites, fragments, series, plans, images",
         description="Each entry with its one-line description; --json for a list of "
-                    "{name, description, path}.")
+                    "{name, description, path}. A plan listed runs by its name: "
+                    "`harness run NAME`.")
     parser.add_argument("kind", choices=KINDS)
     parser.add_argument("--json", action="store_true", help="print JSON")
 
@@ -32,10 +34,10 @@ def _first_line(text: str) -> str:
     return " ".join(text.split()) if text else ""
 
 
-def _yaml_entries(folder: Path, pattern: str, name_of: Callable[[Path], str],
+def _yaml_entries(paths: list[Path], name_of: Callable[[Path], str],
                   what: str) -> list[dict[str, str]]:
     entries = []
-    for path in sorted(folder.glob(pattern)):
+    for path in paths:
         try:
             data = load_yaml(path, what) or {}
         except HarnessError as exc:
@@ -43,8 +45,6 @@ def _yaml_entries(folder: Path, pattern: str, name_of: Callable[[Path], str],
                             "path": str(path)})
             continue
         description = data.get("description") if isinstance(data, dict) else None
-        if not description and isinstance(data, dict) and "sources" in data:
-            description = f"a nightly configuration: harness nightly {path}"
         entries.append({"name": name_of(path), "path": str(path),
                         "description": _first_line(str(description or ""))})
     return entries
@@ -74,12 +74,14 @@ def entries(kind: str) -> list[dict[str, str]]:
     if kind == "fragments":
         return _fragment_entries()
     if kind == "series":
-        return _yaml_entries(PROJECT_ROOT / "patches", "*/series.yaml",
+        return _yaml_entries(sorted((PROJECT_ROOT / "patches").glob("*/series.yaml")),
                              lambda p: p.parent.name, "series file")
     if kind == "plans":
-        return _yaml_entries(PROJECT_ROOT / "plans", "*.yaml", lambda p: p.stem, "plan file")
-    return _yaml_entries(PROJECT_ROOT / "vm-images", "*.yaml", lambda p: p.stem,
-                         "image recipe")
+        # plans only: a nightly configuration there is `harness nightly`'s
+        # (names.NIGHTLY_KEYS), and `harness run NAME` takes each name listed
+        return _yaml_entries(names.plans(), lambda p: p.stem, "plan file")
+    return _yaml_entries(sorted((PROJECT_ROOT / "vm-images").glob("*.yaml")),
+                         lambda p: p.stem, "image recipe")
 
 
 def list_command(args: argparse.Namespace, console) -> int:

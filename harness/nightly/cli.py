@@ -12,7 +12,7 @@ from .. import runmode
 from ..bisect.cli import old_name
 from ..cache import Cache
 from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
-from ..plan import overrides, plan as plan_mod
+from ..plan import names as plan_names, overrides, plan as plan_mod
 from ..inputs import CACHE_DIR_HELP, RUNS_DIR_HELP, count, runs_dir
 from ..results.safe import printable
 from . import config as config_mod
@@ -76,7 +76,7 @@ def check_env_sets(config: config_mod.NightlyConfig) -> None:
 
 def nightly_command(args: argparse.Namespace, console: Console) -> int:
     try:
-        config = config_mod.load(args.config)
+        config = config_mod.load(plan_names.nightly_path(args.config))  # or a shipped name
         check_env_sets(config)          # before --list too: a typo is no job's to find
         index, count = parse_shard(args.shard)
         if args.jobs < 1:

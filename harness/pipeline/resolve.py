@@ -22,7 +22,7 @@ from typing import Sequence
 
 from ..image import image
 from .. import kconfig, series, source, suites
-from ..plan import plan as plan_mod
+from ..plan import names as plan_names, plan as plan_mod
 from ..errors import EXIT_INFRA, HarnessError, PlanError
 from ..inputs import not_option, quote, read_bytes, runs_dir
 from ..plan.plan import WORKING_TREE, Plan, check_select, check_working_tree
@@ -76,6 +76,11 @@ class Choices:
     cache_dir: Path | None = None        # --cache-dir (None: the user's cache)
     history: Path | None = None          # --history FILE
 
+    def __post_init__(self) -> None:
+        # the plan argument as a file: a shipped plan's name (`harness run
+        # quickstart`) becomes its path, a nightly configuration is refused
+        # naming `harness nightly` (plan/names.py)
+        object.__setattr__(self, "plan_file", plan_names.plan_path(self.plan_file))
 
     def chosen(self) -> set[str]:
         """The plan keys --set gave (they win over what a series brings)."""

@@ -17,7 +17,8 @@ from harness.suites import registry
     ("suites", lambda: set(registry.suites())),
     ("fragments", lambda: {p.stem for p in (PROJECT_ROOT / "kconfigs").glob("*.config")}),
     ("series", lambda: {p.parent.name for p in (PROJECT_ROOT / "patches").glob("*/series.yaml")}),
-    ("plans", lambda: {p.stem for p in (PROJECT_ROOT / "plans").glob("*.yaml")}),
+    # plans.nightly is a nightly configuration, not a plan: not listed
+    ("plans", lambda: {p.stem for p in (PROJECT_ROOT / "plans").glob("*.yaml")} - {"nightly"}),
     ("images", lambda: {p.stem for p in (PROJECT_ROOT / "vm-images").glob("*.yaml")}),
 ])
 def test_each_kind_lists_every_shipped_entry_with_a_description(kind, names):
@@ -37,3 +38,13 @@ def test_the_command_prints_one_line_per_entry_or_json():
     data = json.loads(harness("series", "--json"))
     assert {"name", "description", "path"} <= set(data[0])
     assert "demo-rxe-counters" in {e["name"] for e in data}
+
+
+def test_every_plan_listed_runs_by_its_name(tmp_path, monkeypatch):
+    # `harness list plans` lists what `harness run NAME` takes, from any directory
+    from harness.plan import names, plan as plan_mod
+    monkeypatch.chdir(tmp_path)
+    listed = [e["name"] for e in listing.entries("plans")]
+    assert "quickstart" in listed and "nightly" not in listed
+    for name in listed:
+        assert plan_mod.load(names.plan_path(name)).name
