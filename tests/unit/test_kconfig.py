@@ -170,6 +170,21 @@ def test_config_diff(tmp_path):
     assert info.value.exit_code == 2 and "nope" in str(info.value)
 
 
+def test_config_diff_prints_what_scripts_diffconfig_prints(tmp_path, capsys):
+    from harness.cli.main import main
+    a = fragment(tmp_path, "a", "CONFIG_A=y\nCONFIG_B=m\n# CONFIG_C is not set\n"
+                                "CONFIG_S=\"x\"\nCONFIG_GONE=y\nCONFIG_ALSO_GONE=m\n")
+    b = fragment(tmp_path, "b", "CONFIG_A=m\nCONFIG_B=m\nCONFIG_C=y\nCONFIG_S=\"y z\"\n"
+                                "CONFIG_NEW=m\n# CONFIG_OFF is not set\n")
+    assert main(["config", "diff", str(a), str(b)]) == 0
+    # removed, added, changed; each sorted; strings as written; is-not-set is n
+    assert capsys.readouterr().out.splitlines() == [
+        "-ALSO_GONE m", "-GONE y", "+NEW m", "+OFF n",
+        " A y -> m", " C n -> y", ' S "x" -> "y z"']
+    assert main(["config", "diff", str(a), str(a)]) == 0
+    assert capsys.readouterr().out == ""                 # the same: nothing, as diffconfig
+
+
 @pytest.mark.parametrize("name, data, words", [
     ("vmlinux", b"\x7fELF\x02\x01\x01\x00\x00\x00", "is a binary file (it holds NUL bytes)"),
     ("latin1", "CONFIG_A=\"caf\xe9\"\n".encode("latin-1"), "is not UTF-8 text (byte 0xe9"),
