@@ -176,7 +176,7 @@ _SCALARS = re.compile(rf"\[\s*\n\s*({_SCALAR}(?:,\s*\n\s*{_SCALAR})*)\s*\n\s*\]"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.datafile.schema",
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m harness.datafile.schema",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("kinds", nargs="*", metavar="KIND",
                         help=f"a kind ({', '.join(KINDS)}); default all")
