@@ -20,7 +20,7 @@ from rich.console import Console
 
 from .. import boxfiles, source
 from ..build import build
-from ..pipeline import request, runner
+from ..pipeline import request, runner, suiteloop
 from ..pipeline import stages as pipeline
 from ..plan import plan as plan_mod
 from ..cache import Cache, digest, file_digest
@@ -119,7 +119,7 @@ def stages(state: Run, entry: registry.KeptRun) -> None:
     state.result.nodes = [NodeRecord(n.name, n.spec.ssh_port, n.spec.l2_ip,
                                      round(n.boot_seconds or 0, 2)) for n in state.nodes]
     if state.plan.suites:
-        pipeline.test(state)
+        suiteloop.test(state)
 
 
 def _fast(state: Run, entry: registry.KeptRun, old: build.KernelBuild

@@ -6,7 +6,7 @@ same kernel, because boots, not one boot's samples, are what differ under TCG
 After the test stage (the first boot ran every suite, the perf suite taking
 samples_per_boot samples), the nodes are booted again (pipeline.reboot, each
 console kept as console-perf-boot<N>.log after its crash records were read)
-and the perf suite alone runs through the one suite loop (pipeline.run_suites),
+and the perf suite alone runs through the one suite loop (suiteloop.run_suites),
 until perf.boots boots have measured. Each perf row of the run then stands
 for all boots (merge()): `boot_medians` per compared metric (each boot's
 median), `samples` every sample in boot order, its compared metrics the
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from . import stages as pipeline
+from . import stages as pipeline, suiteloop
 from ..errors import EXIT_INFRA, SuiteError
 from .stages import Run
 from ..plan.plan import Plan
@@ -40,10 +40,10 @@ def measure(run: Run) -> None:
         errors: list[str] = []
         try:
             for boot in range(2, boots + 1):
-                pipeline.take_crashes(run)
+                suiteloop.take_crashes(run)
                 run.say(f"perf: boot {boot}/{boots} of the same kernel")
                 pipeline.reboot(run, run.kernel.build, f"console-perf-boot{boot - 1}.log")
-                done = pipeline.run_suites(run, run.kernel, (SUITE,),
+                done = suiteloop.run_suites(run, run.kernel, (SUITE,),
                                            run.logs / f"pytest-perf-boot{boot}.log",
                                            lambda: run.result.crashes)
                 per_boot.append([t for t in done.rows if t.suite == SUITE])

@@ -21,7 +21,7 @@ from typing import Callable
 import yaml
 from rich.console import Console
 
-from . import stages as pipeline
+from . import stages as pipeline, suiteloop
 from ..errors import EXIT_INFRA, HarnessError, is_disk_full
 from .stages import Interrupted, Run, Stages
 from ..plan.plan import Plan
@@ -182,7 +182,7 @@ def stages(state: Run, test: bool = True) -> None:
     img, moddisk = pipeline.guest_image(state)
     pipeline.boot(state, img, moddisk)
     if test:
-        pipeline.test(state)
+        suiteloop.test(state)
         if perfboots.wanted(state.plan):     # perf.repeat over several boots
             perfboots.measure(state)
         if testeach.wanted(state.plan):      # series check --test-each: the patches below the top
@@ -194,7 +194,7 @@ def _finish(state: Run, keep: Callable[[Run], bool] | None = None) -> None:
     and write the results."""
     result, plan = state.result, state.plan
     assert state.run_dir is not None and state.progress is not None, "run() made both"
-    attribution = pipeline.attribution(state)
+    attribution = suiteloop.attribution(state)
     for node in state.nodes:
         if node.session is not None and node.alive():
             with contextlib.suppress(Exception):

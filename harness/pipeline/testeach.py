@@ -10,8 +10,8 @@ stages (each patch's kernel is a cache entry a later bisect reuses), and the
 running nodes are brought to it (devloop/modules.py): changed .ko files put
 into them when only modules changed, else new nodes booted with the patch's
 kernel from the old ones' spec (pipeline.reboot). Then the suites
-(`each_suites`, default the plan's) run through pipeline.run_suites, the loop
-pipeline.test runs (watchdog, retries, interrupts, dead nodes); the crashes
+(`each_suites`, default the plan's) run through suiteloop.run_suites, the loop
+suiteloop.test runs (watchdog, retries, interrupts, dead nodes); the crashes
 on the consoles from where the patch's part begins (Node.console_start) are
 the patch's. A patch that does not build is skipped; after a crash, a hang or
 a failure of the harness the nodes are booted again for the next patch. At
@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .. import boxfiles, kconfig
 from ..build import build, selftests
-from . import stages as pipeline
+from . import stages as pipeline, suiteloop
 from ..build.build import KernelBuild
 from ..suites import hotswap as modules, registry
 from ..errors import HarnessError
@@ -79,7 +79,7 @@ def test_each(run: Run) -> None:
     patches = run.result.patches
     names = run.plan.each_suites or run.plan.suites
     with run.stages("test-each") as info:
-        pipeline.take_crashes(run)      # the top's part: from here on each patch reads its own
+        suiteloop.take_crashes(run)      # the top's part: from here on each patch reads its own
         patches[-1].tests = top_tests(run)
         assert run.kernel is not None, "test-each comes after the top's kernel stages"
         running = Running(run.kernel.build, "top")
@@ -203,7 +203,7 @@ def _suites(run: Run, kernel: Kernel, names: tuple[str, ...],
     """The suites against the nodes through the pipeline's one loop; the
     rows, and what kept the harness from testing."""
     log = run.logs / "patches" / f"{index:04d}-pytest.log"
-    done = pipeline.run_suites(run, kernel, names, log, lambda: _part_crashes(run))
+    done = suiteloop.run_suites(run, kernel, names, log, lambda: _part_crashes(run))
     errors = list(done.errors)
     if not done.rows and not errors:
         errors.append(f"the suites ran no test; see {log}")

@@ -8,7 +8,7 @@ or a crash record names a test of the suite. A suite is the unit because the
 rows a test reports itself (pyverbs, hmm) cannot be told apart from the test
 that crashed; a crash fails the run whatever a retry does anyway, and its
 records and the verdict's handling of them are not touched here. A node that
-died stops the run before any retry (pipeline.test).
+died stops the run before any retry (pipeline/suiteloop.py test).
 
 `retry` runs those rows again, up to N times, through `rerun(suites,
 select)`: the suites of the rows still failing, with a selection of exactly

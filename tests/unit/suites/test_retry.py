@@ -147,11 +147,11 @@ def test_retries_through_the_plugin_run_only_the_failed_tests(tmp_path):
 
 def test_the_pipeline_reruns_with_a_fresh_context_selecting_the_failed_rows(tmp_path,
                                                                              monkeypatch):
-    """pipeline.run_suites, the one suite loop: a failed row is run again in a
+    """suiteloop.run_suites, the one suite loop: a failed row is run again in a
     context of its own (its row selected, no records), the caller's untouched."""
     from types import SimpleNamespace
 
-    from harness.pipeline import stages as pipeline
+    from harness.pipeline import suiteloop
     from harness import suites
     from harness.plan.plan import Plan
     from harness.suites.plugin import SuiteContext
@@ -166,11 +166,11 @@ def test_the_pipeline_reruns_with_a_fresh_context_selecting_the_failed_rows(tmp_
     monkeypatch.setattr(suites, "run", run)
     sctx = SuiteContext(nodes=[], kernel_release="7.2.13", modules=(), command_timeout=60,
                         select=("verbs *",), records=[PING])
-    monkeypatch.setattr(pipeline, "suite_context", lambda run, kernel, names: sctx)
+    monkeypatch.setattr(suiteloop, "suite_context", lambda run, kernel, names: sctx)
     state = SimpleNamespace(plan=Plan(suites=("verbs",), retries=2), nodes=[], progress=None,
                             interrupted="", say=lambda text: None)
     log = tmp_path / "pytest.log"
-    done = pipeline.run_suites(state, None, ("verbs",), log, lambda: [])
+    done = suiteloop.run_suites(state, None, ("verbs",), log, lambda: [])
     assert [r.status for r in done.rows] == ["flaky"] and done.errors == []
     assert asked == [(("verbs",), ("verbs *",), [PING], log),
                      (("verbs",), (f"verbs {PING.name}",), [], log)]
