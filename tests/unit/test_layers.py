@@ -175,3 +175,31 @@ def test_the_checks_see_a_violation(tmp_path, monkeypatch):
     planted = tmp_path / "mod.py"
     planted.write_text("from harness.pipeline.stages import _private\n")
     assert imports(planted) == [("harness.pipeline.stages", "_private")]
+
+
+# what makes a run's request: only pipeline/request.py calls these (a command
+# hands its choices to request.prepare, a plan made in code to request.for_plan)
+REQUEST_MAKERS = {"preflight", "plan_for", "select_suites", "read_series",
+                  "command_line_sets", "check_choices"}
+
+
+def test_one_request_carries_a_runs_inputs_from_the_command_line_to_the_runner():
+    import inspect
+
+    from harness.pipeline import runner
+    from harness.pipeline.request import RunRequest
+    params = list(inspect.signature(runner.run).parameters.values())
+    assert params[0].name == "request" and params[0].annotation in (RunRequest, "RunRequest")
+    assert all(p.kind == p.KEYWORD_ONLY or p.name in ("request", "console") for p in params)
+    bad = []
+    for path in sorted(HARNESS.rglob("*.py")):
+        if path.parent.name == "pipeline" and path.name in ("request.py", "resolve.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and isinstance(node.func.value, ast.Name)
+                    and node.func.value.id == "resolve" and node.func.attr in REQUEST_MAKERS):
+                bad.append(f"{path.relative_to(HARNESS.parent)}:{node.lineno}: "
+                           f"resolve.{node.func.attr}")
+    assert not bad, ("a run's inputs are read and checked once, by pipeline/request.py "
+                     "(prepare, for_plan): " + "; ".join(bad))
