@@ -18,13 +18,15 @@ system() {
     # udev: virtme-ng's guest init (bench/boot.py) uses the host's udevd;
     # bubblewrap: the builds' and guests' sandbox; uidmap: newuidmap for
     # mmdebstrap's unshare mode (the guest image built without root);
-    # fakechroot, fakeroot: its fallback for a user without subordinate ids
+    # fakechroot, fakeroot: its fallback for a user without subordinate ids;
+    # public-inbox: the local list the watcher's tests follow (scripts/public-inbox.sh)
     apt-get install -y -qq --no-install-recommends \
         qemu-system-x86 qemu-utils mmdebstrap debian-archive-keyring \
         gcc libc6-dev make flex bison bc libelf-dev libssl-dev dwarves cpio xz-utils zstd \
         kmod e2fsprogs openssh-client openssh-server git ccache rsync ca-certificates lz4 \
         python3 python3-venv python3-dev udev bubblewrap uidmap fakechroot fakeroot \
-        libvirt-daemon-system libvirt-clients libvirt-dev pkg-config bash-completion >/dev/null
+        libvirt-daemon-system libvirt-clients libvirt-dev pkg-config bash-completion \
+        public-inbox >/dev/null
     # the user sandboxed builds and guests run as when the harness is root
     if ! getent passwd harness-sandbox >/dev/null; then
         useradd --system --no-create-home --home-dir /nonexistent \
