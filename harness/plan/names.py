@@ -79,7 +79,7 @@ def plan_path(given: str | Path | None, directory: Path = PLANS_DIR) -> str | No
     path = _shipped(text, directory)
     if path is None and _named(text):
         known = ", ".join(p.stem for p in plans(directory)) or "none"
-        raise PlanError(f"plan {text!r}: no such file, and not a shipped plan (shipped: "
+        raise PlanError(f"plan {text!r}: plan file not found, and not a shipped plan (shipped: "
                         f"{known}; `harness list plans` describes them)")
     if NIGHTLY_KEYS <= (_top_keys(path or Path(text)) or frozenset()):
         raise PlanError(f"{text} is a nightly configuration: run `harness nightly {text}`")

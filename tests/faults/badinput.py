@@ -38,6 +38,10 @@ def assert_refused(tmp: Path, argv: list[str], words: list[str],
     """ARGV is refused: exit 2, every word of `words` in the output, no
     traceback, under 5 s, nothing left behind: no run directory, no history
     entry (input is refused before a run begins). Returns the output."""
+    def made() -> set[Path]:
+        return {*tmp.glob("**/results.json"), *tmp.glob("**/history.sqlite")}
+
+    before = made()                 # a case's own input (a broken history) is no leftover
     done, seconds = harness(tmp, argv, env)
     out = done.stdout + done.stderr
     assert done.returncode == 2, out[-3000:]
@@ -45,7 +49,6 @@ def assert_refused(tmp: Path, argv: list[str], words: list[str],
         assert word.replace("{tmp}", str(tmp)) in out, (word, out[-3000:])
     assert "Traceback" not in out and "internal error" not in out, out[-3000:]
     assert seconds < 5, f"{seconds:.1f} s"
-    for left in (*tmp.glob("**/results.json"), *tmp.glob("**/history.sqlite")):
-        if not any(p.name.startswith("given-") for p in left.parents):  # a case's own input
-            raise AssertionError(f"refused input left {left} behind")
+    left = sorted(made() - before)
+    assert not left, f"refused input left {[str(p) for p in left]} behind"
     return out

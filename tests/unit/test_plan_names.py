@@ -52,7 +52,7 @@ def test_an_unknown_name_lists_the_shipped_plans(elsewhere):
     with pytest.raises(PlanError) as info:
         names.plan_path("quikstart")
     assert info.value.exit_code == EXIT_BAD_INPUT
-    assert "plan 'quikstart': no such file, and not a shipped plan (shipped: full, " \
+    assert "plan 'quikstart': plan file not found, and not a shipped plan (shipped: full, " \
            "quickstart;" in str(info.value)
     assert "nightly" not in str(info.value)
 
