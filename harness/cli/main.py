@@ -27,6 +27,7 @@ from ..devloop import cli as devloop_cli
 from ..export import cli as export_cli
 from ..kconfig import cli as config_cli
 from ..nightly import cli as nightly_cli
+from ..watch import cli as watch_cli
 from ..report import cli as report_cli
 from ..results import compare_cli, history_cli
 from ..results.safe import printable
@@ -94,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     from ..vm import gc
     gc.add_parser(sub)
     nightly_cli.add_parser(sub)
+    watch_cli.add_parser(sub)
     listing.add_parser(sub)
     completion.add_parser(sub)
     devloop_cli.add_parsers(sub, _add_boot_options)
@@ -284,6 +286,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Any], int]] = {
     "report": _report,
     "reproduce": reproduce.reproduce_command,
     "nightly": nightly_cli.nightly_command,
+    "watch": watch_cli.watch_command,
     "ssh": lambda args, console: devloop_cli.ssh_command(args, args.remote_command, console),
     "console": devloop_cli.console_command,
     "stop": devloop_cli.stop_command,

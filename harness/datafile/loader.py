@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import keyword
 import re
 import types
 import typing
@@ -205,7 +206,7 @@ def _record(cls: Any, data: Any, where: str, rules: _Rules) -> Any:
         raise rules.fail(f"{where or 'top level'}: expected a mapping, got {quote(data)}")
     hints = typing.get_type_hints(cls)
     fields = [f for f in dataclasses.fields(cls) if f.name not in rules.internal]
-    names = [f.name for f in fields]
+    names = [file_key(f.name) for f in fields]
     kwargs: dict[str, Any] = {}
     for key, value in data.items():
         path = _join(where, key)
@@ -214,17 +215,25 @@ def _record(cls: Any, data: Any, where: str, rules: _Rules) -> Any:
             hint = f"; did you mean '{_join(where, close[0])}'?" if close else ""
             raise rules.fail(f"unknown key '{path}' (known here: {', '.join(sorted(names))})"
                              f"{hint}")
-        kwargs[key] = _convert(value, hints[key], path, rules)
+        name = fields[names.index(key)].name
+        kwargs[name] = _convert(value, hints[name], path, rules)
         allowed = rules.choices.get(_INDEX.sub("[]", path))
         # null, where a key may be null (results.readable): not set, never a choice
-        if allowed and kwargs[key] is not None and kwargs[key] not in allowed:
+        if allowed and kwargs[name] is not None and kwargs[name] not in allowed:
             raise rules.fail(f"{path}: expected one of {', '.join(allowed)}, "
-                             f"got {quote(kwargs[key])}")
+                             f"got {quote(kwargs[name])}")
     for f in fields:
         if f.name not in kwargs and required(f):
-            raise rules.fail(f"missing key '{_join(where, f.name)}' (required here: "
-                             f"{', '.join(g.name for g in fields if required(g))})")
+            raise rules.fail(f"missing key '{_join(where, file_key(f.name))}' (required here: "
+                             f"{', '.join(file_key(g.name) for g in fields if required(g))})")
     return cls(**kwargs)
+
+
+def file_key(name: str) -> str:
+    """A field's key in the file: its name, or a Python keyword a field
+    cannot be named (`from`) for a field named with a trailing `_` (`from_`)."""
+    bare = name[:-1] if name.endswith("_") else name
+    return bare if keyword.iskeyword(bare) else name
 
 
 def required(f: dataclasses.Field[Any]) -> bool:

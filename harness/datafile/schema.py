@@ -30,7 +30,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from .loader import Kind, required
+from .loader import Kind, file_key, required
 
 # kind -> "module:attribute" of its Kind
 KINDS = {
@@ -42,6 +42,7 @@ KINDS = {
     "expectations": "harness.suites.expectations:KIND",
     "plan-expectations": "harness.suites.expectations:PLAN_KIND",
     "modules": "harness.suites.modules.parse:KIND",
+    "watch": "harness.watch.config:KIND",
 }
 DIRECTORY = Path(__file__).resolve().parents[2] / "schemas"
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
@@ -148,10 +149,10 @@ def record(cls: Any, path: str, spec: Kind) -> dict[str, Any]:
         default = _default(f)
         if default is not dataclasses.MISSING and not (required(f) or f.metadata.get("required")):
             prop["default"] = default
-        properties[f.name] = prop
+        properties[file_key(f.name)] = prop
     out: dict[str, Any] = {"type": "object", "properties": properties,
                            "additionalProperties": False}
-    need = [f.name for f in fields if required(f) or f.metadata.get("required")]
+    need = [file_key(f.name) for f in fields if required(f) or f.metadata.get("required")]
     if need:
         out["required"] = need
     return out

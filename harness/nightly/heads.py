@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..cache import Cache, digest, locked
+from ..cache import Cache
 from ..errors import EXIT_INFRA, SourceError
 from ..source.apt import PrivateApt
+from ..source.mirror import fetch_mirror
 from ..source.tree import git
 from .config import SourceSpec
 
@@ -22,25 +23,6 @@ class Head:
     head: str               # a commit, or a Debian version
     overrides: tuple[str, ...]   # the --set that make a run test exactly this head
     mirror: str = ""        # git: the bare mirror a bisect walks
-
-
-def mirror_of(url: str, cache: Cache) -> Path:
-    return cache.root / "mirrors" / f"{digest(url)}.git"
-
-
-def fetch_mirror(url: str, cache: Cache, log: Path) -> Path:
-    """The bare mirror of `url`, cloned once, fetched every night."""
-    mirror = mirror_of(url, cache)
-    mirror.parent.mkdir(parents=True, exist_ok=True)
-    with locked(mirror.parent / f"{mirror.name}.lock"):
-        if not (mirror / "HEAD").is_file():
-            # --dissociate: a local source that borrows objects (alternates)
-            # gives a mirror with all of its own, which the source stage takes
-            git(["clone", "--quiet", "--dissociate", "--mirror", "--", url, str(mirror)],
-                mirror.parent, log, timeout=7200, remote=True)
-        else:
-            git(["remote", "update", "--prune"], mirror, log, timeout=3600, remote=True)
-    return mirror
 
 
 def git_heads(source: SourceSpec, cache: Cache, log: Path) -> list[Head]:

@@ -20,6 +20,7 @@ from ..plan import overrides
 from ..plan import plan as plan_mod
 from ..plan.plan import Plan
 from ..results import baseline, history_db
+from ..results.model_series import SeriesOrigin
 from ..suites.choose import Selection
 from . import resolve
 from .resolve import Choices, Resolved
@@ -34,6 +35,7 @@ class RunRequest:
     history: Path | None = None          # the history database (default: the runs dir's)
     selection: Selection | None = None   # why each suite runs or not (a series, --suites)
     notes: tuple[str, ...] = field(default=())  # lines the command prints before the run
+    origin: SeriesOrigin | None = None   # a watched series' source (results.json origin)
 
     @property
     def plan(self) -> Plan:

@@ -13,6 +13,7 @@ import os
 import secrets
 import signal
 import sqlite3
+import threading
 import subprocess
 import traceback
 from pathlib import Path
@@ -83,7 +84,7 @@ def run(request: RunRequest, console: Console | None = None, *,
         progress.say(f"error: {exc}")
         return RunResult(run_id="", plan=plan.name, started=started,
                          exit_code=exc.exit_code, error=str(exc))
-    result = RunResult(run_id=run_id, plan=plan.name, started=started)
+    result = RunResult(run_id=run_id, plan=plan.name, started=started, origin=request.origin)
     # where the logs are (logs/make.log during a long build), before any stage
     progress.say(f"run {run_id}: {run_dir}")
     if selection is not None:
@@ -98,7 +99,10 @@ def run(request: RunRequest, console: Console | None = None, *,
         state.interrupted = f"interrupted by {signal.Signals(signum).name}"
         raise Interrupted(state.interrupted)
 
-    old = {s: signal.signal(s, interrupt) for s in _STOPPING}
+    # signals are the main thread's: a run in a worker thread (harness watch
+    # --jobs K) is stopped by its caller
+    stopping = _STOPPING if threading.current_thread() is threading.main_thread() else ()
+    old = {s: signal.signal(s, interrupt) for s in stopping}
     try:
         (body or stages)(state)
     except HarnessError as exc:
@@ -114,7 +118,7 @@ def run(request: RunRequest, console: Console | None = None, *,
     finally:
         # the run directory is written whatever comes now: a second Ctrl-C or a
         # SIGTERM during clean-up is noted, not obeyed (SIGKILL still works)
-        for sig in _STOPPING:
+        for sig in stopping:
             signal.signal(sig, _finishing(state))
         try:
             _finish(state, keep)

@@ -22,6 +22,7 @@ from .codec import EMPTY, OMIT, JsonObject, from_plain, to_plain
 from .model_bisect import BisectResult as BisectResult
 from .model_series import ConfigChange as ConfigChange
 from .model_series import PatchResult as PatchResult
+from .model_series import SeriesOrigin as SeriesOrigin
 from .model_series import SeriesResult as SeriesResult
 from .model_series import SuiteChoice as SuiteChoice
 from .readback import read_results
@@ -377,6 +378,7 @@ class RunResult:
     bisect: BisectResult | None = field(default=None, metadata=OMIT)   # --bisect runs
     kept: KeptRecord | None = field(default=None, metadata=OMIT)
     reload: ReloadRecord | None = field(default=None, metadata=OMIT)
+    origin: SeriesOrigin | None = field(default=None, metadata=OMIT)   # harness watch
     error: str | None = None
 
     def __post_init__(self) -> None:

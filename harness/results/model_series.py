@@ -85,3 +85,18 @@ class SuiteChoice:
     by: str = ""                   # the file or symbol that chose it, "patch N: path"
     rows: tuple[str, ...] = ()     # narrowed to these rows (() = the whole suite)
     note: str = ""                 # what was missing, or what else it covers
+
+
+@dataclass(frozen=True)
+class SeriesOrigin:
+    """Where a watched series came from (results.json `origin`, `harness
+    watch`): its source, its key there, the Message-ID of its cover letter
+    (or first patch), its version, and its patchwork ids."""
+    source: str                    # patchwork | lore
+    key: str                       # pw:<series id> or lore:<Message-ID>
+    msgid: str
+    version: int = 1
+    url: str = ""
+    patchwork_series: int | None = None
+    patchwork_patches: list[int] = field(default_factory=list)
+

@@ -208,15 +208,36 @@ def _split_mbox(path: Path, workdir: Path, log: Path) -> list[PatchFile]:
     files = sorted(p for p in out.iterdir() if p.is_file())
     if not result.ok or not files:
         raise SeriesError(f"{path}: not an mbox or patch file git can split", EXIT_BAD_INPUT)
-    patches = []
+    patches: list[PatchFile] = []
     for index, file in enumerate(files, 1):
-        named = file.with_name(f"{index:04d}.patch")
+        if _is_cover_letter(file):      # [PATCH 0/N] without a diff: the series' cover
+            file.unlink()
+            continue
+        named = file.with_name(f"{len(patches) + 1:04d}.patch")
         file.rename(named)
         try:
             patches.append(_patch_file(named))
         except SeriesError as exc:
             raise SeriesError(f"{path}: message {index}: {exc}", EXIT_BAD_INPUT) from None
+    if not patches:
+        raise SeriesError(f"{path}: no patch in it (only a cover letter)", EXIT_BAD_INPUT)
     return patches
+
+
+_COVER = re.compile(r"\[[^\]]*\b0+/\d+\s*\]")
+
+
+def _is_cover_letter(file: Path) -> bool:
+    """A mail of an mbox that is not a patch of the series: its cover
+    letter (`[PATCH 0/N]`) or a reply (`Re:`), with no diff (b4, patchwork
+    and a list's thread put them beside the patches)."""
+    with open(file, "rb") as f:
+        data = f.read(4 << 20)
+    subject = " ".join(str(email.message_from_bytes(data.split(b"\n\n", 1)[0] + b"\n\n")
+                           .get("Subject", "")).split())
+    if b"\ndiff --git " in data or data.startswith(b"diff --git "):
+        return False
+    return bool(_COVER.search(subject)) or subject.lower().startswith("re:")
 
 
 def _git_config() -> list[Path]:

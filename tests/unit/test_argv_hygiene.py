@@ -16,7 +16,7 @@ from harness import series
 from harness.bisect.ranges import GitRange
 from harness.cache import Cache
 from harness.errors import PlanError, SeriesError, SourceError
-from harness.nightly.heads import fetch_mirror
+from harness.source.mirror import fetch_mirror
 from harness.proc import Completed
 from harness.source import GIT_ENV, SourceTree, check_kernel_tree, kernel_version
 from harness.source.tree import object_id

@@ -41,6 +41,7 @@ def shipped() -> dict[str, list[Path]]:
         "expectations": sorted(SUITES_DIR.glob("*/expectations.yaml")),
         "plan-expectations": [],
         "modules": [SUITES_DIR / "modules" / "modules.yaml"],
+        "watch": sorted((REPO / "docs" / "examples").glob("watch-*.yaml")),
     }
 
 
