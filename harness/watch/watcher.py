@@ -96,12 +96,12 @@ class Watcher:
                  source: Source | None = None, checks: CheckSink | None = None):
         self.config, self.runs_dir, self.cache, self.console = config, runs_dir, cache, console
         self.jobs = jobs or config.jobs
+        if source is None:              # refused (exit 2) before anything is made
+            source, checks = make_source(config, insecure)
+        self.source = source
         self.home = runs_dir / f"watch-{config.name}"
         self.home.mkdir(parents=True, exist_ok=True)
         self.state = WatchState(runs_dir / f"watch-{config.name}.sqlite")
-        if source is None:
-            source, checks = make_source(config, insecure)
-        self.source = source
         self.checks: CheckSink = (FileChecks(self.home / "checks.jsonl")
                                   if dry_run or checks is None else checks)
         self.mailer = None

@@ -117,3 +117,23 @@ def test_a_secret_comes_from_its_file_never_shown(tmp_path, monkeypatch):
     with pytest.raises(PlanError) as info:
         config_mod.secret(str(tmp_path / "big"), "NOPE", "patchwork.token_file", None)
     assert "x" * 50 not in str(info.value)
+
+
+@pytest.mark.parametrize("body, argv, words", [
+    (None, [], ["watch file not found"]),
+    ("name: w\npatchwork: {url: 'http://127.0.0.1:9', project: p}\ntrees: {a: {git: x}}\n",
+     [], ["patchwork.url", "--insecure"]),
+    ("name: w\npatchwork: {url: 'https://pw.example.org', project: p, token_file: nope}\n"
+     "trees: {a: {git: x}}\n", [], ["patchwork.token_file", "nope"]),
+])
+def test_the_watch_command_refuses_bad_input_with_exit_2(tmp_path, capsys, body, argv, words):
+    from harness.cli.main import main
+    path = tmp_path / "watch.yaml"
+    if body is not None:
+        path.write_text(body)
+    code = main(["watch", str(path), "--once", "--runs-dir", str(tmp_path / "runs"), *argv])
+    out = " ".join((capsys.readouterr().out + capsys.readouterr().err).split())
+    assert code == EXIT_BAD_INPUT, out
+    for word in words:
+        assert word in out, out
+    assert not (tmp_path / "runs").exists()       # nothing made for refused input
