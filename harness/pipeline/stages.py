@@ -204,6 +204,10 @@ def _series(run: Run, tree: source.SourceTree, objdir: Path) -> source.SourceTre
     run.result.series = [SeriesResult(s.name, s.origin, s.base, s.upstream) for s in specs]
     checker = None
     if plan.per_patch:
+        # every patch applied once first: a series that does not apply is
+        # said in seconds, before the base's build (the commits are the same
+        # again below: fixed dates)
+        series.apply(tree, specs, logs / "series.log")
         series.checkout_base(tree, logs / "series.log")
         run.say(f"base {tree.commit[:12]}: building in {objdir} to learn its warnings")
         checker = patchcheck.PatchChecker.prepare(

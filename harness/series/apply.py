@@ -335,7 +335,8 @@ def _failure(tree: SourceTree, patch: PatchFile, log: Path) -> str:
         hunk = _hunk_at(patch.path, m.group("file"), int(m.group("line")))
         return f"hunk {hunk} of {m.group('file')} does not apply" if hunk else \
             f"{m.group('file')}:{m.group('line')} does not apply"
-    if m := re.search(r"error: (\S+): does not exist in index", text):
+    if m := re.search(r"error: (\S+): (?:does not exist in index|No such file or directory)",
+                      text):
         return f"{m.group(1)} does not exist in the tree"
     if m := re.search(r"error: (\S+): already exists in working directory", text):
         return f"{m.group(1)} already exists in the tree"

@@ -28,10 +28,12 @@ relies on:
   `first_bad`, a crash's suspected patch) that patch is `fail` and the
   others `warning` naming it: the red mark is where the bug is; unblamed,
   every patch is `fail` (any of them may be the cause).
-* A series that does not apply has no run: `not_applied` marks the patch
-  that did not apply `fail` in the `build` context (applying is the first
-  step of building a patch; a sixth context such as `apply` would leave the
-  five `pending` checks open) and every other check `warning` "not run".
+* A series that does not apply stops its run in the series stage (every
+  patch is tried before any build): `not_applied` marks the patch that did
+  not apply `fail` in the `build` context, linking that run's report
+  (applying is the first step of building a patch; a sixth context such as
+  `apply` would leave the five `pending` checks open) and every other check
+  `warning` "not run".
 
 Text from the run (a test message, a crash title, a compiler line) is a
 stranger's: it goes through results/safe.py's `strip_controls` (not
@@ -72,11 +74,13 @@ def pending(series: Series) -> list[Check]:
             for patch in series.patches for context in CONTEXTS]
 
 
-def not_applied(series: Series, patch_index: int, base: str) -> list[Check]:
+def not_applied(series: Series, patch_index: int, base: str,
+                target_url: str = "") -> list[Check]:
     """The answer for a series whose patch `patch_index` (1-based) does not
     apply to `base` (tree, branch, commit in words): `fail` "does not apply
     to <base>" in that patch's build context, `warning` "not run" for every
-    other check (see the module's doc)."""
+    other check (see the module's doc); each links the run's report page
+    (`target_url`: git am's words, the file and hunk), when there is one."""
     if not any(p.index == patch_index for p in series.patches):
         raise ValueError(f"not_applied: patch {patch_index} is not in {series.key} "
                          f"({len(series.patches)} patches)")
@@ -87,9 +91,9 @@ def not_applied(series: Series, patch_index: int, base: str) -> list[Check]:
     for patch in series.patches:
         for context in CONTEXTS:
             if patch.index == patch_index and context == "build":
-                checks.append(Check(patch, context, CheckState.FAIL, failed))
+                checks.append(Check(patch, context, CheckState.FAIL, failed, target_url))
             else:
-                checks.append(Check(patch, context, CheckState.WARNING, other))
+                checks.append(Check(patch, context, CheckState.WARNING, other, target_url))
     return checks
 
 

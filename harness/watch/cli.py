@@ -1,4 +1,5 @@
-"""`harness watch WATCH.yaml [--once] [--dry-run] [--runs-dir D] [--jobs K]`:
+"""`harness watch WATCH.yaml [--once] [--dry-run] [--runs-dir D] [--jobs K]
+[--retest KEY]`:
 the command line of the list's CI (watcher.py). Without --once it polls
 every --interval seconds until SIGINT or SIGTERM (a series being tested
 finishes first); with --once it polls once and tests what is new. Exit
@@ -44,6 +45,9 @@ def add_parser(sub) -> None:
                         metavar="S", help="seconds between polls without --once (default 300)")
     parser.add_argument("--insecure", action="store_true",
                         help="allow plain http sources (a test server on 127.0.0.1)")
+    parser.add_argument("--retest", action="append", default=[], metavar="KEY",
+                        help="test series KEY again at this poll (a key as --json lists "
+                             "them: pw:1234, lore:<message-id>); repeatable")
     parser.add_argument("--json", action="store_true",
                         help="at the end, print what the watcher knows as JSON")
 
@@ -55,6 +59,8 @@ def watch_command(args: argparse.Namespace, console: Console) -> int:
         config = config_mod.load(args.config)
         watcher = Watcher(config, args.runs_dir, Cache(args.cache_dir), console,
                           jobs=args.jobs, dry_run=args.dry_run, insecure=args.insecure)
+        for key in args.retest:
+            watcher.retest(key)
     except HarnessError as exc:
         console.print(f"[bold red]error:[/] {printable(str(exc))}", soft_wrap=True)
         return exc.exit_code

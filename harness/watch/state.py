@@ -161,6 +161,18 @@ class WatchState:
             db.execute("UPDATE series SET state=?, reason=?, updated=? WHERE key=?",
                        (State.REFUSED, reason, _now(), key))
 
+    def requeue(self, key: str) -> Series | None:
+        """Queue a known series again (a maintainer's rerun): None when the
+        database has no series `key`. A running one stays running."""
+        with self._db() as db:
+            row = db.execute("SELECT record FROM series WHERE key=?", (key,)).fetchone()
+            if row is None:
+                return None
+            db.execute("UPDATE series SET state=?, run_id='', verdict='', tested_on='', "
+                       "reason='asked again (--retest)', updated=? WHERE key=? AND state!=?",
+                       (State.QUEUED, _now(), key, State.RUNNING))
+        return _from_json(row[0])
+
     def superseded_by(self, series: Series) -> str:
         """The key of a newer version of `series` already offered, or ""."""
         with self._db() as db:

@@ -26,7 +26,7 @@ from typing import Any, Protocol
 from rich.console import Console
 
 from ..cache import Cache
-from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError
+from ..errors import EXIT_FAIL, EXIT_INFRA, EXIT_PASS, HarnessError, PlanError
 from ..pipeline import request as run_request
 from ..pipeline import runner
 from ..pipeline.resolve import Choices
@@ -117,6 +117,18 @@ class Watcher:
     def say(self, text: str) -> None:
         with self._say_lock:
             self.console.print(printable(text), soft_wrap=True)
+
+    def retest(self, key: str) -> None:
+        """Queue series `key` again (tested at the next poll), its checks
+        back to pending; bad input (exit 2) when the watcher never saw it."""
+        series = self.state.requeue(key)
+        if series is None:
+            raise PlanError(
+                f"--retest {key}: {self.state.path} has no series {key!r} (`harness watch "
+                f"{self.config.source_file or 'WATCH.yaml'} --once --json` lists the known "
+                "series and their keys)")
+        self.say(f"queued {key} again: v{series.version} {series.name!r}")
+        self._post(answer.pending(series))
 
     # --- one poll ------------------------------------------------------------------
     def poll_once(self) -> int:
@@ -210,7 +222,8 @@ class Watcher:
         where = base.describe()
         failing = not_applied_index(result)
         if failing is not None:
-            checks = answer.not_applied(series, failing, where)
+            checks = answer.not_applied(series, failing, where, answer.report_page(
+                self.config.report_url, result.run_id))
             verdict, code = "not-applied", EXIT_FAIL
             self.say(f"{series.key}: patch {failing} does not apply to {where}")
         else:

@@ -2,7 +2,9 @@
 127.0.0.1, scripts/public-inbox.sh) with mail: a series that fails gets one
 reply, written to a file under --dry-run and sent to a real SMTP sink
 (aiosmtpd) without it, threaded to the series' Message-ID, to its author;
-the checks of a list without patchwork go to checks.jsonl."""
+the checks of a list without patchwork go to checks.jsonl. The tree has a
+kernel's files but no rxe driver: the fixture series do not apply to it, a
+finding (exit 1) found before any build."""
 from __future__ import annotations
 
 import email
@@ -79,12 +81,14 @@ mail: {{smtp: "127.0.0.1:{port}", from: ci@example.org,
         script("add", home, DATA / "05-noop-rdma-next.mbox")
         dry = watch(tmp_path, "--dry-run")
         out = dry.stdout + dry.stderr
-        assert dry.returncode == 3, out           # the tree's kconfig fails: could not say
+        assert dry.returncode == 1, out           # the rxe driver is not in this tree
         assert "[rdma-next]" in out               # the subject's tag chose the tree
+        assert f"patch 1 does not apply to rdma-next ({tree} main at " in out
         (eml,) = sorted((tmp_path / "runs" / "watch-rdma" / "mail").glob("*.eml"))
         written = email.message_from_bytes(eml.read_bytes())
         assert written["Subject"].startswith("Re: [PATCH rdma-next")
         assert written["In-Reply-To"] and "reports@example.org" in written["To"]
+        assert "does not apply" in written.get_payload(decode=True).decode()
         assert sink.mails == []                   # a dry run sends nothing
         checks = [json.loads(line) for line in
                   (tmp_path / "runs" / "watch-rdma" / "checks.jsonl").read_text().splitlines()]
@@ -93,7 +97,7 @@ mail: {{smtp: "127.0.0.1:{port}", from: ci@example.org,
         assert [c["state"] for c in checks][:5] == ["pending"] * 5
         script("add", home, DATA / "04-odp-base-commit.mbox")
         sent = watch(tmp_path)
-        assert sent.returncode == 3, sent.stdout + sent.stderr
+        assert sent.returncode == 1, sent.stdout + sent.stderr
         assert "base-commit" in sent.stdout + sent.stderr   # in no tree: said, then the default
         (mail,) = sink.mails
         message = email.message_from_bytes(mail)

@@ -2,6 +2,7 @@
 and the per-patch bookkeeping of patchcheck.py (warnings ledger, bisection)."""
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -93,6 +94,25 @@ def test_patch_that_does_not_apply_names_patch_file_hunk_and_base(repo, tmp_path
     assert sh(tree.path, "git", "rev-parse", "HEAD").strip() == moved.commit
     assert sh(tree.path, "git", "status", "--porcelain") == ""
     assert not (tree.path / ".git/rebase-apply").exists()
+
+
+def test_a_patch_to_a_file_the_tree_lacks_names_the_file(repo, tmp_path):
+    """The tree has no drivers/rxe.c (a list's series on the wrong tree):
+    said in those words, not as git am's "sha1 information is lacking"."""
+    tree, patches = repo
+    sh(tree.path, "git", "rm", "-q", "drivers/rxe.c")
+    sh(tree.path, "git", "commit", "-q", "-m", "no rxe")
+    bare = SourceTree(tree.path, sh(tree.path, "git", "rev-parse", "HEAD").strip(), "7.2.0",
+                      "tree without rxe")
+    # blobs this repository never had, as a stranger's patch names them
+    first = sorted(patches.glob("*.patch"))[0]
+    first.write_text(re.sub(r"(?m)^index \w+\.\.\w+", "index 1111111..2222222",
+                            first.read_text()))
+    spec = series.load(str(patches), tmp_path, tmp_path / "log")
+    with pytest.raises(SeriesError) as info:
+        series.apply(bare, [spec], tmp_path / "log")
+    assert "drivers/rxe.c does not exist in the tree" in str(info.value)
+    assert "sha1 information" not in str(info.value)
 
 
 def test_corrupt_patch_and_non_patch_are_bad_input(repo, tmp_path):

@@ -104,3 +104,19 @@ def test_the_patch_that_did_not_apply_is_read_from_the_series_stage():
     assert not_applied_index(RunResult("r", "p", error=error)) == 2
     assert not_applied_index(RunResult("r", "p", error="kconfig: make tinyconfig failed")) is None
     assert not_applied_index(RunResult("r", "p")) is None
+
+
+def test_a_tested_series_asked_again_is_queued_once_more(tmp_path):
+    state = WatchState(tmp_path / "w.sqlite")
+    state.offer(series("pw:1"))
+    assert state.start("pw:1")
+    state.finish("pw:1", "run-1", "fail", "rdma-next")
+    assert state.requeue("pw:9") is None                 # never seen
+    again = state.requeue("pw:1")
+    assert again is not None and again.key == "pw:1"
+    assert [s.key for s in state.queued()] == ["pw:1"]
+    (entry,) = state.entries()
+    assert (entry.state, entry.run_id, entry.verdict) == (State.QUEUED, "", "")
+    assert state.start("pw:1")
+    assert state.requeue("pw:1") is not None             # running: it stays running
+    assert state.queued() == [] and state.entries()[0].state == State.RUNNING
