@@ -140,7 +140,8 @@ def holds_trusted(objdir: Path, cache: Cache) -> bool:
     layer, and the tree's next build would too (pipeline builds the base
     first then)."""
     last = last_built(objdir, cache)
-    if _trusted_copy(objdir, cache).exists():
+    # a copy made when the directory was new holds nothing: it does not count
+    if _holds_objects(_trusted_copy(objdir, cache)):
         return True
     return last is not None and last.trusted and _holds_objects(objdir)
 

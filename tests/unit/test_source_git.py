@@ -99,3 +99,24 @@ def test_a_harness_tree_builds_in_its_own_subdirectory_a_working_tree_in_the_cac
     with objdir_for(user, cache) as objdir:
         assert cache.root in objdir.parents
         assert not (tmp_path / "linux").exists()
+
+
+def test_a_new_object_directory_holds_no_trusted_objects(tmp_path):
+    """A series built first in a new object directory: the copy claim keeps
+    aside is empty, so the pipeline builds the base first (through the
+    shared compiler cache) and a clone of the tree later hits it; once the
+    tree's own objects are there, they count."""
+    from dataclasses import replace
+
+    from harness.source import SourceTree
+    from harness.source.objdir import claim, holds_trusted
+    cache = Cache(tmp_path / "cache")
+    base = SourceTree(tmp_path / "cache/source/k/tree", "c0ffee" * 6 + "0000", "7.2.13", "t")
+    top = replace(base, commit="feed" * 10, base=base.commit)
+    with objdir_for(base, cache) as objdir:
+        claim(top, objdir, cache)                  # the series' top, first
+        assert not holds_trusted(objdir, cache)
+        claim(base, objdir, cache)                 # the tree as named, then
+        (objdir / "vmlinux.o").write_text("the base's objects")
+        claim(top, objdir, cache)                  # its objects go aside
+        assert holds_trusted(objdir, cache)
