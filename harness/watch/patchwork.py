@@ -36,7 +36,7 @@ from typing import Any
 from ..errors import PlanError
 from ..inputs import quote
 from .model import Check, PatchRef, Series, parse_subject
-from .web import CONTROLS, NotFound, ResponseTooLarge, Web, WebError, checked_url
+from ..web import CONTROLS, NotFound, ResponseTooLarge, Web, WebError, checked_url
 
 API = "/api/1.2/"
 JSON_LIMIT = 4 << 20          # bytes of one API answer (a page of 100 events: ~150 KiB)

@@ -21,7 +21,7 @@ from harness.errors import EXIT_BAD_INPUT, EXIT_INFRA, HarnessError, PlanError
 from harness.watch import patchwork as pwmod
 from harness.watch.model import Check, CheckState, Series
 from harness.watch.patchwork import Patchwork
-from harness.watch.web import ResponseTooLarge, WebError
+from harness.web import ResponseTooLarge, WebError
 from tests.kcidb_endpoint import PROXY_VARIABLES
 from tests.patchwork_server import PatchworkServer
 
@@ -289,7 +289,7 @@ def test_answers_over_their_limit_are_refused(server, tmp_path):
 
 
 def test_the_token_is_in_no_message_and_no_log_line(server, tmp_path, caplog):
-    caplog.set_level(logging.DEBUG, logger="harness.watch")
+    caplog.set_level(logging.DEBUG, logger="harness")
     pw = client(server)
     _, cursor = pw.poll(None)
     server.add_series(DEMO)

@@ -1,7 +1,8 @@
-"""Bounded HTTP for the watcher's sources: `Web` GETs and POSTs with urllib
-against one origin (a patchwork instance), each answer read up to a limit
-(`ResponseTooLarge` past it), and `checked_url` refuses a source URL that is
-not https:// (unless insecure), holds a user or password, or a query.
+"""Bounded HTTP to a service the harness talks to (the watcher's patchwork,
+a LAVA lab): `Web` GETs and POSTs with urllib against one origin, each
+answer read up to a limit (`ResponseTooLarge` past it), and `checked_url`
+refuses a service's URL that is not https:// (unless insecure), holds a
+user or password, or a query.
 
 A redirect is followed only within the origin (scheme, host, port), never for
 a POST and never with the Authorization header; a link from an answer is used
@@ -20,8 +21,8 @@ import urllib.request
 from http.client import HTTPMessage
 from typing import IO, Any
 
-from ..errors import EXIT_INFRA, HarnessError, PlanError
-from ..inputs import quote
+from .errors import EXIT_INFRA, HarnessError, PlanError
+from .inputs import quote
 
 BODY_QUOTED = 300             # characters of an error answer quoted in a message
 HIDDEN = "<token>"            # what a message says where the secret was
@@ -31,9 +32,9 @@ log = logging.getLogger(__name__)
 
 
 class WebError(HarnessError):
-    """A source could not be reached, or answered what it should not;
+    """A service could not be reached, or answered what it should not;
     `status` is the HTTP status when there was an answer."""
-    stage = "watch"
+    stage = "web"
     default_exit = EXIT_INFRA
     status: int | None = None
 
@@ -51,7 +52,7 @@ class ResponseTooLarge(WebError):
 
 
 def checked_url(value: Any, key: str, insecure: bool, example: str) -> urllib.parse.SplitResult:
-    """The parts of a source's URL (`key` names it in WATCH.yaml), else PlanError."""
+    """The parts of a service's URL (`key` names it in its file), else PlanError."""
     shown = quote(_no_userinfo(value) if isinstance(value, str) else value)
     try:
         parts = urllib.parse.urlsplit(value) if isinstance(value, str) else None
@@ -65,12 +66,12 @@ def checked_url(value: Any, key: str, insecure: bool, example: str) -> urllib.pa
                         f"(e.g. {example})")
     if parts.username is not None or parts.password is not None:
         raise PlanError(f"{key}: {shown} holds a user or password; give the URL alone (a "
-                        "token goes in the file WATCH.yaml names)")
+                        "token goes in the token file the key beside it names)")
     if parts.query or parts.fragment:
         raise PlanError(f"{key}: {shown} has a query or fragment; give the address alone")
     if parts.scheme == "http" and not insecure:
-        raise PlanError(f"{key}: {shown} is http://: the token and the checks would cross "
-                        "the network unencrypted; use https://, or pass --insecure (a test "
+        raise PlanError(f"{key}: {shown} is http://: the token and what is sent would "
+                        "cross the network unencrypted; use https://, or pass --insecure (a test "
                         "server)")
     return parts
 
@@ -168,7 +169,7 @@ class Web:
         """(request, status, body, headers) of any answer (an HTTP error's
         too), the body read up to `limit` bytes."""
         method, url = request.get_method(), request.full_url
-        request.add_header("User-Agent", "harness-watch")
+        request.add_header("User-Agent", "harness")
         try:
             try:
                 response: Any = self._opener.open(request, timeout=self.timeout)
