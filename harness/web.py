@@ -111,10 +111,12 @@ class Web:
         self._secret = secret
         self._opener = urllib.request.build_opener(_Origin(origin))
 
-    def get(self, url: str, limit: int, expected: int = 200
-            ) -> tuple[bytes, HTTPMessage]:
-        """The body and headers of a GET answered `expected`."""
-        request = urllib.request.Request(url, headers={"Accept": "application/json"})
+    def get(self, url: str, limit: int, expected: int = 200,
+            headers: dict[str, str] | None = None) -> tuple[bytes, HTTPMessage]:
+        """The body and headers of a GET answered `expected` (`headers`: an
+        Authorization, say; a redirect drops it)."""
+        request = urllib.request.Request(url, headers={"Accept": "application/json",
+                                                       **(headers or {})})
         return self._expect(expected, *self._open(request, limit))
 
     def post_json(self, url: str, body: Any, headers: dict[str, str], limit: int,
