@@ -195,7 +195,7 @@ UNIT_SECONDS = {
     "tests/integration/test_rootless.py": 161,
     "tests/integration/test_config_check.py": 145,
     "tests/e2e/test_nightly.py": 137,
-    "tests/e2e/test_watch.py": 300,             # a worktree of a mirror, built from the store
+    "tests/e2e/test_watch.py": 180,             # 2026-12-07: the watch's runs 150 s (12s)
     "tests/e2e/test_quickstart.py": 117,
     "tests/integration/test_boot.py": 114,
     "tests/e2e/test_node_failures.py": 88,
