@@ -191,6 +191,11 @@ class Lab:
         return [LogLine(str(x.get("dt", "")), str(x.get("lvl", "")), str(x.get("msg", "")))
                 for x in lines or [] if isinstance(x, dict)]
 
+    def console(self, job_id: int) -> str:
+        """The DUT's serial console as the job's log kept it (the `target`
+        lines), for the same crash detection as a local node's console."""
+        return "".join(line.msg + "\n" for line in self.log(job_id) if line.lvl == "target")
+
     def reason(self, job_id: int) -> str:
         """Why a job did not complete, in the lab's words (its `job` case's
         error_type and error_msg), or "" when it said nothing."""

@@ -1,0 +1,94 @@
+"""The harness's own kernel, guest image and modules disk boot on a real
+lab's devices (scripts/lava.sh: Debian's LAVA with two qemu devices under
+TCG), one role per node in a MultiNode job written by harness/lava/job.py
+and checked first by LAVA's own job schema; each DUT's console comes back
+through the job's log and goes through the same crash detection as a local
+node's. A kernel that cannot start its init is a job LAVA ends Incomplete,
+with LAVA's reason, and the panic found on its console."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.detect import find_crashes
+from harness.vm import NodeSpec
+from harness.vm.node import READY, BootConfig, cmdline
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0 and shutil.which("sudo") is None,
+                                reason="scripts/lava.sh installs Debian's LAVA: root or sudo")
+
+
+@pytest.fixture(scope="module")
+def lab():
+    from harness.lava.client import Lab
+    done = subprocess.run([str(REPO / "scripts" / "lava.sh"), "start"], capture_output=True,
+                          text=True, timeout=1800)
+    assert done.returncode == 0, done.stderr[-3000:]
+    said = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
+    return Lab(said["LAVA_URL"], Path(said["LAVA_TOKEN_FILE"]).read_text().strip(),
+               insecure=True)
+
+
+def node(index: int) -> NodeSpec:
+    return NodeSpec(f"node{index}", index, 1024, 1, 0, f"52:54:00:12:35:0{index}",
+                    f"52:54:00:12:36:0{index}", f"10.99.0.{index}", 24, 0, 0)
+
+
+def lava_accepts(text: str) -> str:
+    """LAVA's own job schema on the definition: '' when valid, else why."""
+    check = subprocess.run(
+        ["/usr/bin/python3", "-c", "import sys, yaml\n"
+         "from lava_common.schemas import validate\n"
+         "try:\n validate(yaml.safe_load(sys.stdin.read()))\n"
+         "except Exception as e:\n print([(x.path, x.msg) for x in e.errors]); sys.exit(1)"],
+        input=text, capture_output=True, text=True, timeout=60)
+    return "" if check.returncode == 0 else check.stdout + check.stderr
+
+
+def test_the_harness_kernel_boots_on_two_lab_devices(lab, kernel, guest_image, modules_disk,
+                                                     tmp_path):
+    from harness.lava import job, publish
+    artifacts = publish.publish(kernel, guest_image, modules_disk, tmp_path / "lab")
+    assert artifacts.root.startswith("file://") and artifacts.root.endswith(".qcow2")
+    boot = BootConfig(kernel, guest_image, modules_disk, "tcg", 300, guest_image.init)
+    lane = job.Lane()
+    roles = [job.Role(n.name, cmdline(n, boot)) for n in (node(1), node(2))]
+    text = job.render(job.job("harness-boot", lane, artifacts, roles,
+                              job.context_for(lane, 1024, 1, tcg=True), ready=READY,
+                              boot_minutes=5, job_minutes=15))
+    assert lava_accepts(text) == ""
+    ids = lab.submit(text)
+    assert len(ids) == 2 and ids[1] == ids[0] + 1
+    jobs = lab.wait(ids, 1200, poll=3)
+    assert [j.health for j in jobs] == ["Complete", "Complete"], [lab.reason(i) for i in ids]
+    assert {j.device for j in jobs} == {"qemu-01", "qemu-02"}
+    for job_id, name in zip(ids, ("node1", "node2")):
+        console = lab.console(job_id)
+        assert f"Linux version {kernel.release}" in console
+        assert f"harness.hostname={name}" in console
+        assert find_crashes(console, name) == []
+
+
+def test_a_kernel_that_cannot_start_its_init_is_incomplete_with_the_panic(
+        lab, kernel, guest_image, modules_disk, tmp_path):
+    from harness.lava import job, publish
+    artifacts = publish.publish(kernel, guest_image, modules_disk, tmp_path / "lab")
+    lane = job.Lane()
+    roles = [job.Role("node1", "console=ttyS0 root=/dev/vda rw init=/sbin/no-such-init "
+                               "panic=-1")]
+    text = job.render(job.job("harness-no-init", lane, artifacts, roles,
+                              job.context_for(lane, 1024, 1, tcg=True), ready=READY,
+                              boot_minutes=1, job_minutes=5))
+    assert lava_accepts(text) == ""
+    (job_id,) = lab.submit(text)
+    (done,) = lab.wait([job_id], 900, poll=3)
+    assert done.health == "Incomplete"
+    assert "timed out" in lab.reason(job_id)          # LAVA: the boot never reached READY
+    crashes = find_crashes(lab.console(job_id), "node1")
+    assert crashes and "no-such-init" in crashes[0].title + crashes[0].excerpt, crashes
