@@ -11,8 +11,10 @@ What the lab needs to know, and why the job is shaped so:
   (found by label). A key sorting before them would take `/dev/vda`.
 * The root image is qcow2: the lab copies what it downloads into each
   job's directory, and the guest writes its copy only.
-* The boot's prompt is the init's ready line (`vm/node.py` READY): the
-  harness's init starts no login or shell on the console.
+* The boot's prompt is the init's ready line (`vm/node.py` READY), or,
+  for a job with a test shell, the prompt of the root shell the init puts
+  on the console with `harness.console=shell` (SHELL_PROMPT); the init
+  also makes the /dev/disk/by-uuid links LAVA mounts its overlay by.
 * A MultiNode job gives each role its context (`arch`, `no_kvm`,
   `guestfs_interface`, `memory`): LAVA drops a top-level `context` there.
 
@@ -26,6 +28,10 @@ import yaml
 
 # the image keys, in the order LAVA attaches them (sorted): root first
 ROOT, MODULES = "disk1root", "disk2modules"
+# a job with a test shell: the init gives the console a root shell with
+# this prompt (vm-images/files/harness-init, harness.console=shell)
+SHELL = "harness.console=shell"
+SHELL_PROMPT = "harness-dut# "
 
 
 @dataclass(frozen=True)

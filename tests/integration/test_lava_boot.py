@@ -92,3 +92,34 @@ def test_a_kernel_that_cannot_start_its_init_is_incomplete_with_the_panic(
     assert "timed out" in lab.reason(job_id)          # LAVA: the boot never reached READY
     crashes = find_crashes(lab.console(job_id), "node1")
     assert crashes and "no-such-init" in crashes[0].title + crashes[0].excerpt, crashes
+
+
+def test_a_test_shell_on_the_dut_reports_its_cases(lab, kernel, guest_image, modules_disk,
+                                                   tmp_path):
+    """The init's console shell (harness.console=shell) takes LAVA's test
+    shell: its overlay mounted by UUID, each `lava-test-case` a case of the
+    job read back through the REST API."""
+    from harness.lava import job, publish
+    artifacts = publish.publish(kernel, guest_image, modules_disk, tmp_path / "lab")
+    boot = BootConfig(kernel, guest_image, modules_disk, "tcg", 300, guest_image.init)
+    lane = job.Lane()
+    steps = [f'lava-test-case release --shell test "$(uname -r)" = "{kernel.release}"',
+             "lava-test-case load-rdma_rxe --shell modprobe rdma_rxe",
+             "lava-test-case no-such-module --shell modprobe no_such_module"]
+    test = {"timeout": {"minutes": 5}, "definitions": [{
+        "from": "inline", "name": "dut", "path": "inline/dut.yaml",
+        "repository": {"metadata": {"format": "Lava-Test Test Definition 1.0", "name": "dut",
+                                    "description": "the harness's kernel on a lab device"},
+                       "run": {"steps": steps}}}]}
+    role = job.Role("node1", f"{cmdline(node(1), boot)} {job.SHELL}")
+    text = job.render(job.job("harness-shell", lane, artifacts, [role],
+                              job.context_for(lane, 1024, 1, tcg=True),
+                              ready=job.SHELL_PROMPT, boot_minutes=5, job_minutes=15,
+                              tests=[test]))
+    assert lava_accepts(text) == ""
+    (job_id,) = lab.submit(text)
+    (done,) = lab.wait([job_id], 1200, poll=3)
+    cases = {t.name: t.result for t in lab.tests(job_id) if t.suite == "0_dut"}
+    assert done.complete, (lab.reason(job_id), cases)
+    assert cases == {"release": "pass", "load-rdma_rxe": "pass", "no-such-module": "fail"}
+    assert find_crashes(lab.console(job_id), "node1") == []
