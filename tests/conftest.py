@@ -170,6 +170,10 @@ SHARED = {
     # test_kill_signals.py kills leave, and checks what comes out
     "tests/faults/test_kill_signals.py": "objdir",
     "tests/faults/test_shared_cache.py": "objdir",
+    # the local LAVA lab: scripts/lava.sh starts it (once: its start is not
+    # made to run twice at the same time), then both files submit jobs to it
+    "tests/integration/test_lava_client.py": "lava",
+    "tests/integration/test_lava_boot.py": "lava",
 }
 
 
@@ -195,6 +199,7 @@ UNIT_SECONDS = {
     "tests/integration/test_rootless.py": 161,
     "tests/integration/test_config_check.py": 145,
     "tests/e2e/test_nightly.py": 137,
+    "lava": 420,                                # 2026-12-07, the lab installed: 47 + 370 s
     "tests/e2e/test_watch.py": 180,             # 2026-12-07: the watch's runs 150 s (12s)
     "tests/e2e/test_quickstart.py": 117,
     "tests/integration/test_boot.py": 114,

@@ -157,6 +157,23 @@ class Lab:
                 raise LabError(f"lava: not finished after {timeout:.0f} s ({states})")
             time.sleep(poll)
 
+    def run(self, definition: str, timeout: float, *, poll: float = 5.0,
+            on_change: Callable[[Job], None] | None = None) -> list[Job]:
+        """Submit a job and follow it to its end. Whatever stops the
+        following first (a timeout, Ctrl-C, SIGTERM's KeyboardInterrupt, an
+        error) cancels the job's unfinished parts: no job is left running
+        in the lab for a run that is gone."""
+        ids = self.submit(definition)
+        try:
+            return self.wait(ids, timeout, poll=poll, on_change=on_change)
+        except BaseException:
+            for job_id in ids:
+                try:
+                    self.cancel(job_id)
+                except LabError:
+                    pass        # the lab is unreachable: nothing more to do from here
+            raise
+
     def cancel(self, job_id: int) -> None:
         """Ask the lab to cancel a job (a finished job stays as it was)."""
         self._get(f"jobs/{int(job_id)}/cancel/")

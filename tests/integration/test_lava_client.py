@@ -91,3 +91,22 @@ def test_an_unreachable_lab_is_exit_3_without_the_token(lab):
         dead.job(1)
     assert info.value.exit_code == EXIT_INFRA and token not in str(info.value)
     assert "127.0.0.1:9" in str(info.value)
+
+
+def test_a_run_interrupted_while_its_job_runs_cancels_the_job(lab):
+    """Ctrl-C while the harness follows a job: the job ends Canceled in the
+    lab, not at its own timeout."""
+    client, _ = lab
+    seen = []
+
+    def interrupt(job):
+        seen.append(job)
+        if job.state == "Running":
+            raise KeyboardInterrupt
+
+    text = smoke("interrupted").replace('"/ # "', '"never-seen-prompt"')
+    with pytest.raises(KeyboardInterrupt):
+        client.run(text, 600, poll=1, on_change=interrupt)
+    job_id = seen[-1].id
+    (job,) = client.wait([job_id], 300, poll=2)
+    assert job.health == "Canceled", job
