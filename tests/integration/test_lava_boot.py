@@ -7,32 +7,23 @@ node's. A kernel that cannot start its init is a job LAVA ends Incomplete,
 with LAVA's reason, and the panic found on its console."""
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from harness.detect import find_crashes
 from harness.vm import NodeSpec
 from harness.vm.node import READY, BootConfig, cmdline
+from tests.lava_lab import needs_lab, start_lab
 
-REPO = Path(__file__).resolve().parents[2]
-
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 and shutil.which("sudo") is None,
-                                reason="scripts/lava.sh installs Debian's LAVA: root or sudo")
+pytestmark = needs_lab
 
 
 @pytest.fixture(scope="module")
 def lab():
     from harness.lava.client import Lab
-    done = subprocess.run([str(REPO / "scripts" / "lava.sh"), "start"], capture_output=True,
-                          text=True, timeout=1800)
-    assert done.returncode == 0, done.stderr[-3000:]
-    said = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
-    return Lab(said["LAVA_URL"], Path(said["LAVA_TOKEN_FILE"]).read_text().strip(),
-               insecure=True)
+    url, token = start_lab()
+    return Lab(url, token, insecure=True)
 
 
 def node(index: int) -> NodeSpec:

@@ -7,32 +7,25 @@ the lab's words; a job that cannot run ends Incomplete with LAVA's reason;
 a job cancelled while it waits ends Canceled; the token is in no message."""
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from harness.errors import EXIT_BAD_INPUT, EXIT_INFRA
+from tests.lava_lab import needs_lab, start_lab
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE = REPO / "tests" / "data" / "lava" / "smoke-job.yaml"
 IMAGES = "file:///var/lib/harness-lava/images"
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 and shutil.which("sudo") is None,
-                                reason="scripts/lava.sh installs Debian's LAVA: root or sudo")
+pytestmark = needs_lab
 
 
 @pytest.fixture(scope="module")
 def lab():
     from harness.lava.client import Lab
-    done = subprocess.run([str(REPO / "scripts" / "lava.sh"), "start"], capture_output=True,
-                          text=True, timeout=1800)
-    assert done.returncode == 0, done.stderr[-3000:]
-    said = dict(line.split("=", 1) for line in done.stdout.splitlines() if "=" in line)
-    token = Path(said["LAVA_TOKEN_FILE"]).read_text().strip()
-    return Lab(said["LAVA_URL"], token, insecure=True), token
+    url, token = start_lab()
+    return Lab(url, token, insecure=True), token
 
 
 def smoke(name: str, kernel: str = f"{IMAGES}/vmlinuz") -> str:
