@@ -48,6 +48,9 @@ class Role:
     """One node of the plan as a role of the job."""
     name: str                      # node1, node2, ...
     cmdline: str                   # the kernel command line (vm/node.py cmdline)
+    # QEMU options of this node only (a qemu device type's `extra_options`):
+    # on a lab of qemu devices, the link to its peer (vm/qemu.py l2_args)
+    extra_options: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -94,13 +97,13 @@ def job(name: str, lane: Lane, artifacts: Artifacts, roles: list[Role], context:
     if multinode:
         definition["protocols"] = {"lava-multinode": {
             "roles": {r.name: {"device_type": lane.device_type, "count": 1,
-                               "context": dict(context),
+                               "context": _with_options(context, r.extra_options),
                                **({"tags": list(lane.tags)} if lane.tags else {})}
                       for r in roles},
             "timeout": {"minutes": boot_minutes}}}
     else:
         definition["device_type"] = lane.device_type
-        definition["context"] = dict(context)
+        definition["context"] = _with_options(context, roles[0].extra_options)
         if lane.tags:
             definition["tags"] = list(lane.tags)
     actions: list[dict[str, Any]] = []
@@ -125,6 +128,26 @@ def job(name: str, lane: Lane, artifacts: Artifacts, roles: list[Role], context:
     actions.extend({"test": t} for t in tests or [])
     definition["actions"] = actions
     return definition
+
+
+def _with_options(context: dict[str, Any], options: tuple[str, ...]) -> dict[str, Any]:
+    out = dict(context)
+    if options:
+        out["extra_options"] = [*out.get("extra_options", []), *options]
+    return out
+
+
+def qemu_options(argv: list[str]) -> tuple[str, ...]:
+    """QEMU's ["-opt", "value", ...] as `extra_options` items ("-opt value")."""
+    out, i = [], 0
+    while i < len(argv):
+        if i + 1 < len(argv) and not argv[i + 1].startswith("-"):
+            out.append(f"{argv[i]} {argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return tuple(out)
 
 
 def render(definition: dict[str, Any]) -> str:

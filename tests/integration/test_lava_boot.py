@@ -114,3 +114,45 @@ def test_a_test_shell_on_the_dut_reports_its_cases(lab, kernel, guest_image, mod
     assert done.complete, (lab.reason(job_id), cases)
     assert cases == {"release": "pass", "load-rdma_rxe": "pass", "no-such-module": "fail"}
     assert find_crashes(lab.console(job_id), "node1") == []
+
+
+def test_two_lab_devices_share_the_nodes_link(lab, kernel, guest_image, modules_disk,
+                                              tmp_path):
+    """On a lab of qemu devices the two roles get the qemu backend's link
+    between the nodes (vm/qemu.py l2_args, through `extra_options`): node1
+    pings node2's L2 address while node2 waits at a MultiNode sync."""
+    import socket
+
+    from harness.lava import job, publish
+    from harness.vm import free_port
+    from harness.vm.qemu import l2_args
+    artifacts = publish.publish(kernel, guest_image, modules_disk, tmp_path / "lab")
+    boot = BootConfig(kernel, guest_image, modules_disk, "tcg", 300, guest_image.init)
+    ports = [free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_DGRAM)]
+    nodes = [NodeSpec(f"node{i}", i, 1024, 1, 0, f"52:54:00:12:35:0{i}",
+                      f"52:54:00:12:36:0{i}", f"10.99.0.{i}", 24, ports[i - 1], ports[2 - i])
+             for i in (1, 2)]
+
+    def shell_test(role: str, steps: list[str]) -> dict:
+        return {"role": [role], "timeout": {"minutes": 5}, "definitions": [{
+            "from": "inline", "name": "link", "path": "inline/link.yaml",
+            "repository": {"metadata": {"format": "Lava-Test Test Definition 1.0",
+                                        "name": "link", "description": "the nodes' link"},
+                           "run": {"steps": steps}}}]}
+
+    roles = [job.Role(n.name, f"{cmdline(n, boot)} {job.SHELL}", job.qemu_options(l2_args(n)))
+             for n in nodes]
+    lane = job.Lane()
+    text = job.render(job.job(
+        "harness-link", lane, artifacts, roles, job.context_for(lane, 1024, 1, tcg=True),
+        ready=job.SHELL_PROMPT, boot_minutes=5, job_minutes=20,
+        tests=[shell_test("node1", ["lava-test-case ping-node2 --shell ping -c 3 -W 5 "
+                                    "10.99.0.2", "lava-sync linked"]),
+               shell_test("node2", ["lava-sync linked"])]))
+    assert lava_accepts(text) == ""
+    ids = lab.submit(text)
+    jobs = lab.wait(ids, 1200, poll=3)
+    cases = {t.name: t.result for t in lab.tests(ids[0]) if t.suite.endswith("_link")}
+    assert [j.health for j in jobs] == ["Complete", "Complete"], (
+        [lab.reason(i) for i in ids], cases)
+    assert cases.get("ping-node2") == "pass", cases

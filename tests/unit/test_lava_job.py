@@ -52,3 +52,16 @@ def test_the_root_image_sorts_first_so_it_is_dev_vda():
 def test_the_yaml_reads_back_the_same():
     d = make(2)
     assert yaml.safe_load(job.render(d)) == d
+
+
+def test_a_role_s_own_qemu_options_join_its_context():
+    lane = job.Lane()
+    link = job.qemu_options(["-netdev", "dgram,id=l2", "-device", "virtio-net-pci,netdev=l2",
+                             "-no-reboot"])
+    assert link == ("-netdev dgram,id=l2", "-device virtio-net-pci,netdev=l2", "-no-reboot")
+    d = job.job("run-1", lane, ART, [job.Role("node1", "a", link), job.Role("node2", "b")],
+                job.context_for(lane, 1024, 2, tcg=True), ready="x", boot_minutes=5,
+                job_minutes=30)
+    roles = d["protocols"]["lava-multinode"]["roles"]
+    assert roles["node1"]["context"]["extra_options"] == ["-smp 2", *link]
+    assert roles["node2"]["context"]["extra_options"] == ["-smp 2"]
