@@ -150,6 +150,18 @@ def qemu_options(argv: list[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def link_options(mac: str, port: int, group: str = "230.0.0.1") -> tuple[str, ...]:
+    """The nodes' link on a lab whose `qemu` devices share one worker: a
+    QEMU socket netdev on a multicast group of the loopback (each node's
+    NIC with its own MAC, every node of the job on `port`). The qemu
+    backend's point-to-point `-netdev dgram` carried frames one way only
+    between two LAVA-started QEMUs (node1's NIC received nothing); the
+    multicast group carries them both ways. Real DUTs have a cabled NIC
+    instead."""
+    return (f"-netdev socket,id=l2,mcast={group}:{int(port)},localaddr=127.0.0.1",
+            f"-device virtio-net-pci,netdev=l2,mac={mac}")
+
+
 def render(definition: dict[str, Any]) -> str:
     """The definition as LAVA takes it: YAML, keys in the order written."""
     return yaml.safe_dump(definition, sort_keys=False, default_flow_style=False, width=1000)

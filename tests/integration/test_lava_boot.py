@@ -114,3 +114,63 @@ def test_a_test_shell_on_the_dut_reports_its_cases(lab, kernel, guest_image, mod
     assert done.complete, (lab.reason(job_id), cases)
     assert cases == {"release": "pass", "load-rdma_rxe": "pass", "no-such-module": "fail"}
     assert find_crashes(lab.console(job_id), "node1") == []
+
+
+def test_two_lab_devices_share_a_link_and_run_verbs_on_it(lab, kernel, guest_image,
+                                                          modules_disk, tmp_path):
+    """The two roles' NICs on one multicast link (job.link_options): each
+    node pings the other's L2 address, then soft-RoCE runs on that link and
+    an RC ping-pong goes from node1 to node2 (MultiNode send/wait orders
+    server and client): RDMA verbs between two lab devices."""
+    import socket
+
+    from harness.lava import job, publish
+    from harness.vm import free_port
+    artifacts = publish.publish(kernel, guest_image, modules_disk, tmp_path / "lab")
+    boot = BootConfig(kernel, guest_image, modules_disk, "tcg", 300, guest_image.init)
+    port = free_port(socket.SOCK_DGRAM)
+    nodes = [NodeSpec(f"node{i}", i, 1024, 1, 0, f"52:54:00:12:35:0{i}",
+                      f"52:54:00:12:36:0{i}", f"10.99.0.{i}", 24, 0, 0) for i in (1, 2)]
+    rxe = ["modprobe rdma_rxe",
+           "lava-test-case rxe0 --shell rdma link add rxe0 type rxe netdev eth1",
+           # the RoCE v2 GID of the node's IPv4 address
+           r"GID=$(ibv_devinfo -v -d rxe0 | sed -n "
+           r"'s/.*GID\[ *\([0-9]*\)\]:.*ffff:10\.99.*/\1/p' | head -n 1)"]
+
+    def shell_test(role: str, steps: list[str]) -> dict:
+        return {"role": [role], "timeout": {"minutes": 5}, "definitions": [{
+            "from": "inline", "name": "link", "path": "inline/link.yaml",
+            "repository": {"metadata": {"format": "Lava-Test Test Definition 1.0",
+                                        "name": "link", "description": "the nodes' link"},
+                           "run": {"steps": steps}}}]}
+
+    roles = [job.Role(n.name, f"{cmdline(n, boot)} {job.SHELL}",
+                      job.link_options(n.l2_mac, port)) for n in nodes]
+    lane = job.Lane()
+    text = job.render(job.job(
+        "harness-link", lane, artifacts, roles, job.context_for(lane, 1024, 1, tcg=True),
+        ready=job.SHELL_PROMPT, boot_minutes=5, job_minutes=20,
+        tests=[shell_test("node1", [
+            "lava-sync up", "lava-test-case ping-node2 --shell ping -c 3 -W 5 10.99.0.2",
+            *rxe, "lava-wait serving", "sleep 3",
+            "lava-test-case rc-pingpong --shell timeout 60 ibv_rc_pingpong -d rxe0 -g $GID "
+            "10.99.0.2", "lava-sync done"]),
+            shell_test("node2", [
+                "lava-sync up", "lava-test-case ping-node1 --shell ping -c 3 -W 5 10.99.0.1",
+                *rxe, "lava-send serving",
+                "lava-test-case rc-pingpong --shell timeout 90 ibv_rc_pingpong -d rxe0 -g $GID",
+                "lava-sync done"])]))
+    assert lava_accepts(text) == ""
+    ids = lab.submit(text)
+    jobs = lab.wait(ids, 1200, poll=3)
+    cases = [{t.name: t.result for t in lab.tests(i) if t.suite.endswith("_link")}
+             for i in ids]
+    assert [j.health for j in jobs] == ["Complete", "Complete"], (
+        [lab.reason(i) for i in ids], cases)
+    assert {k: v for k, v in cases[0].items() if not k.startswith("multinode")} == {
+        "ping-node2": "pass", "rxe0": "pass", "rc-pingpong": "pass"}
+    assert {k: v for k, v in cases[1].items() if not k.startswith("multinode")} == {
+        "ping-node1": "pass", "rxe0": "pass", "rc-pingpong": "pass"}
+    assert "bytes in" in lab.console(ids[0])     # the client's throughput line
+    assert all(find_crashes(lab.console(i), n) == [] for i, n in zip(ids, ("node1", "node2")))
+

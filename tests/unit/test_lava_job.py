@@ -65,3 +65,11 @@ def test_a_role_s_own_qemu_options_join_its_context():
     roles = d["protocols"]["lava-multinode"]["roles"]
     assert roles["node1"]["context"]["extra_options"] == ["-smp 2", *link]
     assert roles["node2"]["context"]["extra_options"] == ["-smp 2"]
+
+
+def test_the_link_of_qemu_devices_is_one_multicast_group_on_the_loopback():
+    one, two = job.link_options("52:54:00:12:36:01", 40000), \
+        job.link_options("52:54:00:12:36:02", 40000)
+    assert one[0] == two[0] == ("-netdev socket,id=l2,mcast=230.0.0.1:40000,"
+                                "localaddr=127.0.0.1")
+    assert one[1].endswith("mac=52:54:00:12:36:01") and two[1].endswith("mac=52:54:00:12:36:02")
