@@ -37,6 +37,7 @@ class WebError(HarnessError):
     stage = "web"
     default_exit = EXIT_INFRA
     status: int | None = None
+    body: bytes = b""             # what the service answered, when it answered (bounded)
 
 
 class NotFound(WebError):
@@ -162,7 +163,7 @@ class Web:
             error = (NotFound if status == 404 else WebError)(self.hide(
                 f"{self.name}: {request.get_method()} {request.full_url} answered HTTP "
                 f"{status} ({expected} expected): {snippet(data)}"))
-            error.status = status
+            error.status, error.body = status, data
             raise error
         return data, headers
 

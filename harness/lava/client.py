@@ -255,15 +255,15 @@ def _job_ids(ids: Any) -> list[int]:
 
 
 def _message(exc: WebError) -> str:
-    """The lab's own `message` out of an error answer's text."""
-    text = str(exc)
-    start = text.find("{")
-    if start >= 0:
+    """The lab's own `message` out of its error answer (the whole body, not
+    the error text's clipped quote of it); the error's text otherwise."""
+    start = str(exc).find("{")
+    for body in (exc.body, str(exc)[start:] if start >= 0 else ""):
         try:
-            return str(json.loads(text[start:])["message"])
+            return str(json.loads(body)["message"])
         except (ValueError, KeyError, TypeError):
-            pass
-    return text
+            continue
+    return str(exc)
 
 
 def _lab(exc: WebError) -> LabError:

@@ -43,3 +43,10 @@ def test_a_bad_or_plain_url_is_refused_naming_the_key(url):
     with pytest.raises(PlanError) as info:
         Lab(url, "t0ken")
     assert "lava.url" in str(info.value) and "t0ken" not in str(info.value)
+
+
+def test_the_lab_s_message_is_read_whole_from_the_answer_not_its_clipped_quote():
+    long = "Problem with submitted job data: " + "x" * 500
+    error = WebError("lava: POST ... answered HTTP 400 (201 expected): {\"message\": \"Prob [...]")
+    error.body = ('{"message": "%s"}' % long).encode()
+    assert _message(error) == long
