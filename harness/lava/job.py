@@ -49,7 +49,7 @@ class Role:
     name: str                      # node1, node2, ...
     cmdline: str                   # the kernel command line (vm/node.py cmdline)
     # QEMU options of this node only (a qemu device type's `extra_options`):
-    # on a lab of qemu devices, the link to its peer (vm/qemu.py l2_args)
+    # on a lab of qemu devices, the link to its peer (link_options)
     extra_options: tuple[str, ...] = ()
 
 
@@ -135,19 +135,6 @@ def _with_options(context: dict[str, Any], options: tuple[str, ...]) -> dict[str
     if options:
         out["extra_options"] = [*out.get("extra_options", []), *options]
     return out
-
-
-def qemu_options(argv: list[str]) -> tuple[str, ...]:
-    """QEMU's ["-opt", "value", ...] as `extra_options` items ("-opt value")."""
-    out, i = [], 0
-    while i < len(argv):
-        if i + 1 < len(argv) and not argv[i + 1].startswith("-"):
-            out.append(f"{argv[i]} {argv[i + 1]}")
-            i += 2
-        else:
-            out.append(argv[i])
-            i += 1
-    return tuple(out)
 
 
 def link_options(mac: str, port: int, group: str = "230.0.0.1") -> tuple[str, ...]:

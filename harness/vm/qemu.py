@@ -27,17 +27,11 @@ from .node import (QUIET_DEVICES, BootConfig, Node, cmdline,  # noqa: F401 (thei
 _PORT_RACE = ("Could not set up host forwarding rule", "Address already in use")
 
 
-def l2_args(node: NodeSpec) -> list[str]:
-    """The node's second NIC: a point-to-point link to its peer, UDP
-    datagrams between the two QEMU processes on this host (-netdev dgram)."""
+def qemu_argv(node: NodeSpec, boot: BootConfig, overlay: Path, node_dir: Path,
+              qmp: Path) -> list[str]:
     l2 = (f"dgram,id=l2,local.type=inet,local.host=127.0.0.1,"
           f"local.port={node.l2_local_port},remote.type=inet,"
           f"remote.host=127.0.0.1,remote.port={node.l2_remote_port}")
-    return ["-netdev", l2, "-device", f"virtio-net-pci,netdev=l2,mac={node.l2_mac}"]
-
-
-def qemu_argv(node: NodeSpec, boot: BootConfig, overlay: Path, node_dir: Path,
-              qmp: Path) -> list[str]:
     return [
         QEMU, "-name", node.name, "-machine", boot.machine, "-accel", boot.accel,
         "-m", str(node.memory_mb), *(["-bios", boot.firmware] if boot.firmware else []),
@@ -49,7 +43,7 @@ def qemu_argv(node: NodeSpec, boot: BootConfig, overlay: Path, node_dir: Path,
         "-drive", f"file={boot.modules_disk},if=virtio,format=raw,readonly=on",
         "-netdev", f"user,id=mgmt,hostfwd=tcp:127.0.0.1:{node.ssh_port}-:22",
         "-device", f"virtio-net-pci,netdev=mgmt,mac={node.mgmt_mac}",
-        *l2_args(node),
+        "-netdev", l2, "-device", f"virtio-net-pci,netdev=l2,mac={node.l2_mac}",
         "-device", "virtio-rng-pci",
         "-sandbox", SECCOMP,
         *extra_device_args(boot.extra_devices, node, node_dir),

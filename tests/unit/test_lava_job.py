@@ -56,9 +56,7 @@ def test_the_yaml_reads_back_the_same():
 
 def test_a_role_s_own_qemu_options_join_its_context():
     lane = job.Lane()
-    link = job.qemu_options(["-netdev", "dgram,id=l2", "-device", "virtio-net-pci,netdev=l2",
-                             "-no-reboot"])
-    assert link == ("-netdev dgram,id=l2", "-device virtio-net-pci,netdev=l2", "-no-reboot")
+    link = job.link_options("52:54:00:12:36:01", 40000)
     d = job.job("run-1", lane, ART, [job.Role("node1", "a", link), job.Role("node2", "b")],
                 job.context_for(lane, 1024, 2, tcg=True), ready="x", boot_minutes=5,
                 job_minutes=30)
