@@ -150,6 +150,26 @@ class PatchworkServer:
 
     # -- feeding it -----------------------------------------------------------
 
+    def watch_file(self, directory: Path, token: str, tree: Path, branch: str,
+                   overrides: tuple[str, ...] = ()) -> Path:
+        """A WATCH.yaml (and its token file) in `directory` that follows this
+        server's project: one tree `rdma-next` at `branch`, the quickstart
+        plan with `overrides` (its `set`), checks linking
+        https://ci.example.org/runs/<run>/report.html."""
+        (directory / "token").write_text(token + "\n")
+        path = directory / "watch.yaml"
+        path.write_text(f"""\
+name: rdma
+patchwork: {{url: "{self.url}", project: {self.project}, token_file: token}}
+trees:
+  rdma-next: {{git: "{tree}", branch: {branch}}}
+default_tree: rdma-next
+plan: quickstart
+set: {json.dumps(list(overrides))}
+report_url: https://ci.example.org/runs/
+""")
+        return path
+
     def add_series(self, source: Path | bytes, *, project: str | None = None,
                    date: str | None = None, complete: bool = True) -> int:
         """A series arrives: `source` an mbox file, a directory of

@@ -39,18 +39,9 @@ def watched(tmp_path_factory, kernel_tree, kernel):
     that the mirror's new worktree builds from)."""
     tmp_path = tmp_path_factory.mktemp("watch")
     with PatchworkServer(tokens={TOKEN: "ci"}) as server:
-        (tmp_path / "token").write_text(TOKEN)
         # one node, one module cycle: enough to show the top boots and its rxe loads
-        (tmp_path / "watch.yaml").write_text(f"""\
-name: rdma
-patchwork: {{url: "{server.url}", project: linux-rdma, token_file: token}}
-trees:
-  rdma-next: {{git: "{kernel_tree.path}", branch: master}}
-default_tree: rdma-next
-plan: quickstart
-set: ["suites=[modules]", "modules=[rdma_rxe]", "vm.nodes=1"]
-report_url: https://ci.example.org/runs/
-""")
+        server.watch_file(tmp_path, TOKEN, kernel_tree.path, "master",
+                          ("suites=[modules]", "modules=[rdma_rxe]", "vm.nodes=1"))
         cold = watch(tmp_path)
         assert cold.returncode == 0, cold.stdout + cold.stderr
         stale = server.add_series(DATA / "03-stale.mbox")

@@ -63,19 +63,6 @@ def one_patch(tree: Path, out: Path, subject: str, text: str, version: int = 1) 
     return out
 
 
-def watch_yaml(tmp_path: Path, url: str, tree: Path) -> None:
-    (tmp_path / "token").write_text(TOKEN + "\n")
-    (tmp_path / "watch.yaml").write_text(f"""\
-name: rdma
-patchwork: {{url: "{url}", project: linux-rdma, token_file: token}}
-trees:
-  rdma-next: {{git: "{tree}", branch: main}}
-default_tree: rdma-next
-plan: quickstart
-report_url: https://ci.example.org/runs/
-""")
-
-
 def args(tmp_path: Path) -> list[str]:
     return [sys.executable, "-m", "harness", "watch", "watch.yaml", "--once", "--insecure",
             "--runs-dir", str(tmp_path / "runs"), "--cache-dir", str(tmp_path / "cache"),
@@ -100,7 +87,7 @@ def started(out: str) -> list[str]:
 
 def test_a_watch_tests_each_series_once_and_answers_per_patch(tmp_path, server):
     tree = watched_tree(tmp_path / "tree")
-    watch_yaml(tmp_path, server.url, tree)
+    server.watch_file(tmp_path, TOKEN, tree, "main")
     cold = harness(tmp_path)
     assert cold.returncode == 0, cold.stdout + cold.stderr
     # --json: the document on stdout, what the watcher says on stderr
@@ -180,7 +167,7 @@ def test_a_sigkill_in_the_middle_of_a_run_tests_nothing_twice(tmp_path, server):
     """Killed while the second of two series runs: the restart tests the
     second again (it never finished) and not the first."""
     tree = watched_tree(tmp_path / "tree", seconds=8)
-    watch_yaml(tmp_path, server.url, tree)
+    server.watch_file(tmp_path, TOKEN, tree, "main")
     assert harness(tmp_path).returncode == 0                  # the cold poll
     server.add_series(one_patch(tree, tmp_path / "a", "drivers: add alpha", "a\n"))
     server.add_series(one_patch(tree, tmp_path / "b", "drivers: add beta", "b\n"))
