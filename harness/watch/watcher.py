@@ -33,7 +33,7 @@ from ..pipeline.resolve import Choices
 from ..results.model import RunResult
 from ..results.model_series import SeriesOrigin
 from ..results.safe import printable
-from . import answer, mail
+from . import answer, mail, smtp
 from .base import Base, Bases
 from .config import PASSWORD_ENV, TOKEN_ENV, WatchConfig, check_url, secret
 from .model import CONTEXTS, Check, CheckState, Series
@@ -108,7 +108,7 @@ class Watcher:
         if config.mail is not None:
             password = None if dry_run else secret(config.mail.password_file, PASSWORD_ENV,
                                                    "mail.password_file", config.source_file)
-            self.mailer = mail.Mailer(config.mail.smtp, config.mail.from_, password,
+            self.mailer = smtp.Mailer(config.mail.smtp, config.mail.from_, password,
                                       self.home / "mail" if dry_run else None,
                                       config.mail.per_day, self.home / "mail-sent.json")
         self.bases = Bases(config, cache, self.home / "git.log")

@@ -1,4 +1,4 @@
-"""harness/watch/mail.py against a real SMTP server: aiosmtpd on 127.0.0.1
+"""harness/watch/mail.py and smtp.py against a real SMTP server: aiosmtpd on 127.0.0.1
 (and 127.0.0.2, a loopback address that is not "this machine" by name, for
 the TLS rules), fed the reply for a real recorded failing run
 (tests/data/results/series-demo-broken.json): the mail arrives threaded
@@ -23,7 +23,7 @@ from aiosmtpd import controller as aiosmtpd_controller
 from aiosmtpd import smtp as aiosmtpd_smtp
 
 from harness.results.model import RunResult
-from harness.watch import mail
+from harness.watch import mail, smtp
 from harness.watch.model import PatchRef, Series
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "results"
@@ -118,7 +118,7 @@ def parsed(data: bytes) -> email.message.EmailMessage:
 
 def test_the_reply_arrives_threaded_with_what_failed(local):
     where, sink = local
-    assert mail.Mailer(where, SENDER).send(the_reply()) is None
+    assert smtp.Mailer(where, SENDER).send(the_reply()) is None
     [(sender, recipients, data, _)] = sink.mails
     assert sender == "ci@example.org"
     assert recipients == ["jane@example.org", "maint@example.org"]
@@ -150,9 +150,9 @@ def test_the_reply_arrives_threaded_with_what_failed(local):
 def test_a_dry_run_writes_the_same_message(local, tmp_path):
     where, sink = local
     message = the_reply()
-    mail.Mailer(where, SENDER).send(message)
+    smtp.Mailer(where, SENDER).send(message)
     folder = tmp_path / "mail"
-    first = mail.Mailer(where, SENDER, None, folder, 20).send(message)
+    first = smtp.Mailer(where, SENDER, None, folder, 20).send(message)
     assert first is not None and re.fullmatch(r"0001-[0-9a-f]{12}\.eml", first.name)
     assert stat.S_IMODE(first.stat().st_mode) == 0o600
     sent, written = parsed(sink.mails[0][2]), parsed(first.read_bytes())
@@ -162,7 +162,7 @@ def test_a_dry_run_writes_the_same_message(local, tmp_path):
     # the same text; SMTP carries it with CRLF line ends, the file with LF
     assert written.get_content() == sent.get_content().replace("\r\n", "\n")
     assert "Reported-by: RDMA CI <ci@example.org>\n" in written.get_content()
-    second = mail.Mailer(where, SENDER, None, folder, 20).send(message)
+    second = smtp.Mailer(where, SENDER, None, folder, 20).send(message)
     assert second is not None and second.name.startswith("0002-")
     assert len(sink.mails) == 1                 # the dry runs sent nothing
 
@@ -170,12 +170,12 @@ def test_a_dry_run_writes_the_same_message(local, tmp_path):
 def test_the_day_s_count_per_address_holds_across_restarts(local, tmp_path):
     where, sink = local
     counts = tmp_path / "mail-sent.json"
-    mailer = mail.Mailer(where, SENDER, None, None, 2, counts)
+    mailer = smtp.Mailer(where, SENDER, None, None, 2, counts)
     assert mailer.send(the_reply()) is None and mailer.send(the_reply()) is None
     assert len(sink.mails) == 2
     assert mailer.send(the_reply()) is None
     assert mailer.dropped == ["jane@example.org", "maint@example.org"]
-    again = mail.Mailer(where, SENDER, None, None, 2, counts)      # a restarted watcher
+    again = smtp.Mailer(where, SENDER, None, None, 2, counts)      # a restarted watcher
     assert again.send(the_reply()) is None and len(sink.mails) == 2
     # an address under its count still gets it, and only it is on the mail
     again.send(the_reply(("Jane Dev <jane@example.org>", "other@example.org")))
@@ -184,11 +184,11 @@ def test_the_day_s_count_per_address_holds_across_restarts(local, tmp_path):
     assert recipients == ["other@example.org"] and parsed(data)["To"] == "other@example.org"
     assert again.dropped == ["jane@example.org"]
     # a dry run counts apart: the real mails of the day do not hide what it would send
-    assert mail.Mailer(where, SENDER, None, tmp_path / "dry", 2, counts).send(
+    assert smtp.Mailer(where, SENDER, None, tmp_path / "dry", 2, counts).send(
         the_reply()) is not None
     # yesterday's counts are yesterday's
     counts.write_text('{"day": "2000-01-01", "sent": {"jane@example.org": 99}}')
-    assert mail.Mailer(where, SENDER, None, None, 2, counts).send(the_reply()) is None
+    assert smtp.Mailer(where, SENDER, None, None, 2, counts).send(the_reply()) is None
     assert len(sink.mails) == 4
 
 
@@ -197,7 +197,7 @@ def test_a_damaged_counts_file_sends_nothing(local, tmp_path):
     counts = tmp_path / "mail-sent.json"
     counts.write_text("{not json")
     with pytest.raises(mail.HarnessError, match="mail-sent.json: not the mail counts"):
-        mail.Mailer(where, SENDER, None, None, 2, counts).send(the_reply())
+        smtp.Mailer(where, SENDER, None, None, 2, counts).send(the_reply())
     assert sink.mails == []
 
 
@@ -209,7 +209,7 @@ def _secret_forms() -> list[str]:
 def test_login_to_a_local_server_and_the_password_shows_nowhere(local, caplog, capfd):
     where, sink = local
     caplog.set_level(logging.DEBUG)
-    mailer = mail.Mailer(where, SENDER, SECRET)
+    mailer = smtp.Mailer(where, SENDER, SECRET)
     mailer.send(the_reply())
     assert [(user, password) for _, user, password in sink.logins] == [
         (b"ci@example.org", SECRET.encode())]
@@ -226,7 +226,7 @@ def test_a_refused_login_is_an_error_without_the_password(local, tmp_path, caplo
     sink.accept = False
     caplog.set_level(logging.DEBUG)
     counts = tmp_path / "mail-sent.json"
-    mailer = mail.Mailer(where, SENDER, SECRET, None, 1, counts)
+    mailer = smtp.Mailer(where, SENDER, SECRET, None, 1, counts)
     with pytest.raises(mail.MailError) as caught:
         mailer.send(the_reply())
     text = "".join(traceback.format_exception(caught.value))
@@ -243,7 +243,7 @@ def test_a_refused_login_is_an_error_without_the_password(local, tmp_path, caplo
 def test_no_password_in_the_clear_to_another_host():
     controller, sink = start("127.0.0.2", auth_require_tls=False)
     try:
-        mailer = mail.Mailer(f"127.0.0.2:{controller.port}", SENDER, SECRET)
+        mailer = smtp.Mailer(f"127.0.0.2:{controller.port}", SENDER, SECRET)
         with pytest.raises(mail.MailError, match="offers no STARTTLS: the password is sent "
                                                  "only over TLS"):
             mailer.send(the_reply())
@@ -258,7 +258,7 @@ def test_starttls_then_login_to_another_host(certificate, monkeypatch):
     monkeypatch.setenv("SSL_CERT_FILE", str(certificate / "cert.pem"))
     controller, sink = start("127.0.0.2", tls=certificate, require_starttls=True)
     try:
-        mail.Mailer(f"127.0.0.2:{controller.port}", SENDER, SECRET).send(the_reply())
+        smtp.Mailer(f"127.0.0.2:{controller.port}", SENDER, SECRET).send(the_reply())
         assert [password for _, _, password in sink.logins] == [SECRET.encode()]
         [(_, recipients, _, tls)] = sink.mails
         assert tls and recipients == ["jane@example.org", "maint@example.org"]
@@ -270,7 +270,7 @@ def test_an_untrusted_certificate_stops_the_mail(certificate):
     controller, sink = start("127.0.0.2", tls=certificate, require_starttls=True)
     try:
         with pytest.raises(mail.MailError, match="SSLCertVerificationError"):
-            mail.Mailer(f"127.0.0.2:{controller.port}", SENDER, SECRET).send(the_reply())
+            smtp.Mailer(f"127.0.0.2:{controller.port}", SENDER, SECRET).send(the_reply())
         assert sink.logins == [] and sink.mails == []
     finally:
         controller.stop()

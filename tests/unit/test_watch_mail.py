@@ -1,4 +1,4 @@
-"""harness/watch/mail.py and quota.py without a server: the reply's shape
+"""harness/watch/mail.py, smtp.py and quota.py without a server: the reply's shape
 (subject, threading, recipients, what a stranger's text may not do to it),
 the configuration's values refused with the key named, the day's counts.
 The mail through a real SMTP server: tests/integration/test_watch_mail.py."""
@@ -11,7 +11,7 @@ import pytest
 
 from harness.errors import EXIT_BAD_INPUT, PlanError
 from harness.results.model import RunResult
-from harness.watch import mail
+from harness.watch import mail, smtp
 from harness.watch.model import PatchRef, Series
 from harness.watch.quota import CountsError, DailyCounts, today
 
@@ -108,19 +108,19 @@ def test_a_series_that_was_not_run():
                                             ("[::1]:25", ("::1", 25)),
                                             ("127.0.0.1:2525", ("127.0.0.1", 2525))])
 def test_server(text, expected):
-    assert mail.server(text) == expected
+    assert smtp.server(text) == expected
 
 
 @pytest.mark.parametrize("text", ["smtp.example.org", "host:0", "host:65536", "ho st:25",
                                   ":25", "user@host:25", "host:2x"])
 def test_a_bad_server_names_mail_smtp(text):
     with pytest.raises(PlanError, match=r"mail\.smtp: expected HOST:PORT") as caught:
-        mail.Mailer(text, SENDER)
+        smtp.Mailer(text, SENDER)
     assert caught.value.exit_code == EXIT_BAD_INPUT
 
 
 def test_the_password_is_not_in_the_mailer_s_repr():
-    mailer = mail.Mailer("127.0.0.1:25", SENDER, "hunter2-secret")
+    mailer = smtp.Mailer("127.0.0.1:25", SENDER, "hunter2-secret")
     assert "hunter2" not in repr(mailer) and "login=yes" in repr(mailer)
     assert "hunter2" not in mailer.scrub("535 hunter2-secret aHVudGVyMi1zZWNyZXQ=")
     assert "aHVudGVyMi1zZWNyZXQ=" not in mailer.scrub("535 aHVudGVyMi1zZWNyZXQ=")
