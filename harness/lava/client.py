@@ -74,6 +74,20 @@ class LabTest:
 
 
 @dataclass(frozen=True)
+class Device:
+    """One of the lab's devices as its API says."""
+    hostname: str
+    health: str                    # Good, Unknown, Looping, Bad, Maintenance, Retired
+    state: str                     # Idle, Reserved, Running
+    tags: tuple[str, ...] = ()
+
+    @property
+    def usable(self) -> bool:
+        """The scheduler may give it a job (LAVA schedules on Good and Unknown)."""
+        return self.health in ("Good", "Unknown")
+
+
+@dataclass(frozen=True)
 class LogLine:
     dt: str
     lvl: str                       # info, debug, target (the console), input, results, ...
@@ -112,6 +126,19 @@ class Lab:
         """The job's page in the lab's web UI (for the report)."""
         return urllib.parse.urljoin(self.root, f"scheduler/job/{job_id}")
 
+    # --- devices ---------------------------------------------------------------------
+    def device_types(self) -> list[str]:
+        return sorted(str(d.get("name", "")) for d in self._pages("devicetypes/"))
+
+    def devices(self, device_type: str) -> list[Device]:
+        """The devices of a type, their tags by name."""
+        tags = {t.get("id"): str(t.get("name", "")) for t in self._pages("tags/")}
+        query = urllib.parse.urlencode({"device_type": device_type})
+        return [Device(str(d.get("hostname", "")), str(d.get("health", "")),
+                       str(d.get("state", "")),
+                       tuple(sorted(tags.get(x, str(x)) for x in d.get("tags") or [])))
+                for d in self._pages(f"devices/?{query}")]
+
     # --- jobs ------------------------------------------------------------------------
     def submit(self, definition: str) -> list[int]:
         """Submit a job's YAML; its ids (one per role of a MultiNode job, in
@@ -142,6 +169,20 @@ class Lab:
              on_change: Callable[[Job], None] | None = None) -> list[Job]:
         """Follow jobs until every one is Finished; LabError (exit 3) after
         `timeout` seconds, naming the states they were in (the caller cancels)."""
+        return self._until(job_ids, lambda j: j.finished, timeout, poll, on_change,
+                           f"not finished after {timeout:.0f} s")
+
+    def wait_running(self, job_ids: list[int], timeout: float, *, poll: float = 5.0,
+                     on_change: Callable[[Job], None] | None = None) -> list[Job]:
+        """Follow jobs until every one has left the queue (Running or
+        Finished); LabError (exit 3) after `timeout` seconds in the queue,
+        naming their states: the lab could not schedule them."""
+        return self._until(job_ids, lambda j: j.state in ("Running", "Canceling", FINISHED),
+                           timeout, poll, on_change,
+                           f"the lab did not schedule the jobs within {timeout / 60:.0f} min")
+
+    def _until(self, job_ids: list[int], done: Callable[[Job], bool], timeout: float,
+               poll: float, on_change: Callable[[Job], None] | None, late: str) -> list[Job]:
         deadline = time.monotonic() + timeout
         seen: dict[int, Job] = {}
         while True:
@@ -150,11 +191,11 @@ class Lab:
                 if on_change is not None and seen.get(job.id) != job:
                     on_change(job)
                 seen[job.id] = job
-            if all(j.finished for j in jobs):
+            if all(done(j) for j in jobs):
                 return jobs
             if time.monotonic() >= deadline:
                 states = ", ".join(f"job {j.id} {j.state}" for j in jobs)
-                raise LabError(f"lava: not finished after {timeout:.0f} s ({states})")
+                raise LabError(f"lava: {late} ({states})")
             time.sleep(poll)
 
     def run(self, definition: str, timeout: float, *, poll: float = 5.0,
@@ -211,7 +252,7 @@ class Lab:
     def console(self, job_id: int) -> str:
         """The DUT's serial console as the job's log kept it (the `target`
         lines), for the same crash detection as a local node's console."""
-        return "".join(line.msg + "\n" for line in self.log(job_id) if line.lvl == "target")
+        return console_of(self.log(job_id))
 
     def reason(self, job_id: int) -> str:
         """Why a job did not complete, in the lab's words (its `job` case's
@@ -225,7 +266,7 @@ class Lab:
         return ""
 
     def _pages(self, path: str) -> list[dict[str, Any]]:
-        url: str | None = f"{path}?limit={PAGE}"
+        url: str | None = f"{path}{'&' if '?' in path else '?'}limit={PAGE}"
         out: list[dict[str, Any]] = []
         while url:
             page = self._json(url)
@@ -237,6 +278,30 @@ class Lab:
             if nxt and not url:
                 raise LabError(f"lava: {path}: the next page leaves the lab's origin")
         return out
+
+
+def console_of(log: list[LogLine]) -> str:
+    """The console's text in a job's log: its `target` lines, with the
+    backslash LAVA's dispatcher puts before every double quote taken out."""
+    return "".join(line.msg.replace('\\"', '"') + "\n" for line in log if line.lvl == "target")
+
+
+def read_token(path: str, key: str = "lava.token_file") -> str:
+    """The lab's API token from its file (small, regular, one line); the
+    text is never shown. A file that is not that is exit 2 naming the key."""
+    from pathlib import Path
+
+    from ..errors import PlanError
+    from ..inputs import read_text
+    full = Path(path).expanduser()
+    try:
+        token = read_text(full, key, limit=4096).strip()
+    except OSError as exc:
+        raise PlanError(f"{key}: cannot read {full} ({exc.strerror})") from None
+    if not token or any(c.isspace() for c in token):
+        raise PlanError(f"{key}: {full} holds no token (one line, no spaces: the lab's "
+                        "Profile -> API tokens)")
+    return token
 
 
 def _job_ids(ids: Any) -> list[int]:

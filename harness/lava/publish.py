@@ -41,6 +41,16 @@ def publish(kernel: KernelBuild, image: GuestImage, modules_disk: Path, dest: Pa
                         for k, v in names.items()})
 
 
+def put_bytes(data: bytes, name: str, dest: Path, url: str = "") -> str:
+    """`data` as `dest`/`name` (kept when there: the name carries its key);
+    its URL under `url` (default file:// of `dest`)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    _put(dest / name, lambda tmp: tmp.write_bytes(data))
+    prefix = url or dest.resolve().as_uri()
+    prefix = prefix if prefix.endswith("/") else prefix + "/"
+    return urllib.parse.urljoin(prefix, urllib.parse.quote(name))
+
+
 def _put(path: Path, make) -> None:
     if path.is_file():
         return

@@ -23,7 +23,7 @@ import yaml
 from rich.console import Console
 
 from . import stages as pipeline, suiteloop
-from ..errors import EXIT_INFRA, HarnessError, is_disk_full
+from ..errors import EXIT_INFRA, HarnessError, PlanError, is_disk_full
 from .stages import Interrupted, Run, Stages
 from ..plan.plan import Plan
 from .progress import Progress
@@ -33,7 +33,7 @@ from ..results.crashes import node_crashes
 from ..results.model import RunResult, Verdict, WarningRecord
 from ..results.summary import print_summary
 from ..results.verdict import decide, flaky_warnings
-from . import perfboots, testeach
+from . import lavalane, perfboots, testeach
 from .. import runmode
 from ..results.writers import write_json, write_junit
 from ..suites import expectations
@@ -184,6 +184,12 @@ def stages(state: Run, test: bool = True) -> None:
     runmode.make_dir(state.logs, runmode.for_plan(state.plan))
     pipeline.kernel(state)
     img, moddisk = pipeline.guest_image(state)
+    if state.plan.vm.backend == "lava":          # the boots and the suites are one lab job
+        if not test:
+            raise PlanError("vm.backend: lava: a lab's job ends with its suites; nodes to "
+                            "keep (harness boot, the devloop) need vm.backend qemu or libvirt")
+        lavalane.boot_and_test(state, img, moddisk)
+        return
     pipeline.boot(state, img, moddisk)
     if test:
         suiteloop.test(state)

@@ -15,6 +15,7 @@ from typing import Any
 
 from . import passthrough
 from .debian_source import check_debian_source
+from .lab import LavaSpec, check_lava
 from .. import datafile
 from ..errors import PlanError
 from ..inputs import check_name, not_option, quote
@@ -59,7 +60,9 @@ class BuildSpec:
 
 @dataclass(frozen=True)
 class VmSpec:
-    backend: str = "qemu"       # qemu (a QEMU process per node) | libvirt (a domain)
+    # qemu (a QEMU process per node) | libvirt (a domain) | lava (a lab's devices,
+    # one LAVA job: the `lava` keys)
+    backend: str = "qemu"
     libvirt_uri: str = "qemu:///system"   # where vm.backend=libvirt starts the domains
     # a pool of libvirt hosts instead of libvirt_uri: each run's nodes go to the
     # host with the most free memory that has room (vm/hosts.py)
@@ -141,6 +144,8 @@ class Plan:
     build: BuildSpec = field(default_factory=BuildSpec)
     image: str = "trixie-rdma"  # a recipe in vm-images/ (harness list images)
     vm: VmSpec = field(default_factory=VmSpec)
+    # the LAVA lab of vm.backend: lava (plan/lab.py)
+    lava: LavaSpec = field(default_factory=LavaSpec)
     suites: tuple[str, ...] = ("modules", "verbs-smoke")  # always run (harness list suites)
     modules: tuple[str, ...] = ()  # what the modules suite loads and unloads
     modules_cycles: int = 3     # load/unload cycles per module in the modules suite
@@ -186,7 +191,7 @@ class Plan:
 
 CHOICES = {
     "kernel.source": ("debian", "git"),
-    "vm.backend": ("qemu", "libvirt"),
+    "vm.backend": ("qemu", "libvirt", "lava"),
     "vm.accel": ("auto", "kvm", "tcg"),
     "vm.init": ("fast", "systemd"),
     "results.readable": ("private", "group", "world"),     # runmode.NAMES
@@ -246,6 +251,7 @@ RANGES: dict[str, tuple[int, int, str]] = {
     "perf.repeat": (1, 20, "samples of each perf measurement"),
     "perf.samples_per_boot": (1, 20, "samples in one boot"),
     "perf.threshold_percent": (1, 1000, "percent"),
+    "lava.job_minutes": (5, 24 * 60, "minutes"),
 }
 # the plan file as harness.datafile reads it and its schema says (schemas/plan.schema.json)
 KIND = datafile.Kind("plan", Plan, "plan file", "a mapping of plan keys", CHOICES, RANGES,
@@ -300,6 +306,10 @@ def _check(plan: Plan, src: str) -> None:
                         f"directory, e.g. 20260101-120000-quickstart-abcd), `none`, or empty "
                         f"for the latest earlier run of this plan; got {quote(baseline)}")
     _check_vm(plan.vm, src)
+    check_lava(plan.vm.backend, plan.lava, src)
+    if plan.vm.backend == "lava" and plan.perf.boots > 1:
+        raise PlanError(f"{src}: perf.samples_per_boot: vm.backend: lava runs one job, one "
+                        f"boot; set perf.samples_per_boot to perf.repeat ({plan.perf.repeat})")
 
 
 def _check_lists(plan: Plan, src: str) -> None:

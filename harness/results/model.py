@@ -132,10 +132,13 @@ class NodeRecord:
     ssh_port: int
     l2_ip: str
     boot_seconds: float
-    backend: str = "qemu"          # qemu | libvirt
+    backend: str = "qemu"          # qemu | libvirt | lava
     uri: str = ""                  # libvirt: the connection URI
-    host: str = ""                 # the machine the VM ran on
+    host: str = ""                 # the machine the VM ran on (lava: the lab's device)
     domain: str = ""               # libvirt: the domain's name
+    # lava: the node's job in the lab, and its page there
+    lava_job: int | None = field(default=None, metadata=OMIT)
+    lava_url: str | None = field(default=None, metadata=OMIT)
 
 
 @dataclass(frozen=True)

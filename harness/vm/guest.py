@@ -186,7 +186,8 @@ class Session:
         client = paramiko.SSHClient()
         keytype, b64 = host_key_pub.split()[:2]
         pinned = paramiko.PKey.from_type_string(keytype, base64.b64decode(b64))
-        client.get_host_keys().add(f"[{host}]:{port}", keytype, pinned)
+        # known_hosts' own naming: a host on port 22 is looked up without the port
+        client.get_host_keys().add(host if port == 22 else f"[{host}]:{port}", keytype, pinned)
         client.set_missing_host_key_policy(paramiko.RejectPolicy())
         try:
             client.connect(host, port=port, username="root", key_filename=str(key),
