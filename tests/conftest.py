@@ -174,6 +174,7 @@ SHARED = {
     # made to run twice at the same time), then both files submit jobs to it
     "tests/integration/test_lava_client.py": "lava",
     "tests/integration/test_lava_boot.py": "lava",
+    "tests/integration/test_lava_lane.py": "lava",
 }
 
 

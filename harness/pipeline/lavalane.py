@@ -19,43 +19,17 @@ from pathlib import Path
 from ..errors import EXIT_INFRA, HarnessError, SuiteError
 from ..image import image
 from ..lava import job as lavajob, lane, lines, publish
-from ..lava.client import Job, Lab, LabError, console_of, read_token
+from ..lava.client import Job, Lab, LabError, console_of
+from ..lava.devices import lab_for
 from ..results.codec import DecodeError, from_plain, to_plain
 from ..results.crashes import node_crashes
 from ..results.model import NodeRecord, TestRecord
 from ..vm import topology
 from ..vm.node import READY, BootConfig, cmdline
-from ..plan.lab import plain_http
-from ..plan.plan import Plan
 from .stages import Run
 from .suiteloop import attribution, suite_context
 
 QUEUE_MINUTES = 30         # minutes a job may wait for its devices before it is given up
-
-
-def lab_for(plan: Plan) -> Lab:
-    """The plan's lab (lava.url), its token read from lava.token_file."""
-    spec = plan.lava
-    return Lab(spec.url, read_token(spec.token_file), insecure=plain_http(spec))
-
-
-def check_lab(lab: Lab, device_type: str, tags: tuple[str, ...], nodes: int) -> None:
-    """Before the build: the lab answers, knows the device type (exit 2
-    naming lava.device_type) and has `nodes` devices that can take a job
-    with the tags (exit 3 naming what it has)."""
-    types = lab.device_types()
-    if device_type not in types:
-        from ..errors import PlanError
-        raise PlanError(f"lava.device_type: the lab has no device type {device_type!r} "
-                        f"(it has: {', '.join(types) or 'none'})")
-    devices = lab.devices(device_type)
-    usable = [d for d in devices if d.usable and set(tags) <= set(d.tags)]
-    if len(usable) < nodes:
-        seen = "; ".join(f"{d.hostname} {d.health}{' tags ' + ','.join(d.tags) if d.tags else ''}"
-                         for d in devices) or "no device"
-        raise LabError(f"lava: the plan's {nodes} node(s) need {nodes} {device_type} device(s)"
-                       f"{' tagged ' + ','.join(tags) if tags else ''} the lab can schedule "
-                       f"(health Good or Unknown); it has {len(usable)}: {seen}")
 
 
 def lane_input(run: Run, names: tuple[str, ...], nodes, host_key_pub: str) -> dict:

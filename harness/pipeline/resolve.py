@@ -297,7 +297,7 @@ def preflight(plan: Plan, workdir: Path, read: Read | None = None) -> Resolved:
         else:
             libvirt.connect(plan.vm.libvirt_uri).close()
     if plan.vm.backend == "lava":          # the lab answers and has the devices
-        from .lavalane import check_lab, lab_for
+        from ..lava.devices import check_lab, lab_for
         check_lab(lab_for(plan), plan.lava.device_type, plan.lava.tags, plan.vm.nodes)
     if read is None or len(read) != len(plan.series):
         read = read_series(plan.series, workdir)

@@ -26,10 +26,11 @@ class LavaSpec:
     device_type: str = "qemu"
     # device tags each node's device must carry (a NIC, a GPU: docs/manual/lab.md)
     tags: tuple[str, ...] = ()
-    # where the kernel, image and modules disk are put for the lab to fetch
-    # ("" = <cache>/lava-publish) and the URL prefix that directory is served
-    # at ("" = file:// of it: a lab whose worker runs on this machine)
+    # where the kernel, image, modules disk and the lane's bundle are put for
+    # the lab to fetch ("" = <cache>/lava-publish)
     publish_dir: str = ""
+    # the URL prefix publish_dir is served at ("" = file:// of it: a lab whose
+    # worker runs on this machine)
     publish_url: str = ""
     # minutes for the whole job (boots and suites) before the lab ends it
     job_minutes: int = 90

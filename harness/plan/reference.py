@@ -22,6 +22,7 @@ SECTIONS = {
     "kconfig": "how the .config is made: a base and the fragments merged on it",
     "build": "make: jobs, ccache, timeout",
     "vm": "the guests: backend, accelerator, size, network, timeouts",
+    "lava": "the LAVA lab of vm.backend: lava (docs/manual/lab.md)",
     "perf": "the perf suite's comparison with a baseline run",
     "waivers": "known crashes that do not fail the run (each shown with its reason)",
     "results": "what the runs write: who may read it",

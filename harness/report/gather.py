@@ -345,7 +345,9 @@ def perf(result: RunResult) -> PerfView | None:
 
 def _nodes(result: RunResult) -> list[NodeView]:
     return [NodeView(brief(n.name), clean(n.backend), brief(n.host) or "this machine",
-                     clean(n.l2_ip), n.boot_seconds, clean(n.uri)) for n in result.nodes]
+                     clean(n.l2_ip), n.boot_seconds, clean(n.uri), n.lava_job,
+                     clean(n.lava_url) if (n.lava_url or "").startswith(("https://", "http://"))
+                     else "") for n in result.nodes]
 
 
 def _expectations(result: RunResult) -> list[str]:

@@ -154,6 +154,8 @@ class NodeView:
     l2_ip: str
     boot_seconds: float
     uri: str
+    lava_job: int | None = None    # the node's LAVA job and its page (http(s) only)
+    lava_url: str = ""
 
 
 @dataclass(frozen=True)
