@@ -65,6 +65,7 @@ def prepare(choices: Choices, scratch: Path) -> RunRequest:
         read = resolve.read_series(plan.series, scratch)
     plan = resolve.plan_for(plan, choices, read)
     plan, selection = resolve.select_suites(plan, choices, read)
+    plan, selection = resolve.lab_suites(plan, selection)
     request = for_plan(plan, choices.runs_dir, Cache(choices.cache_dir), scratch,
                        history=choices.history, read=read)
     return RunRequest(request.resolved, request.runs_dir, request.cache, request.history,

@@ -153,6 +153,26 @@ def plan_for(plan: Plan, choices: Choices, read: Read) -> Plan:
     return dataclasses.replace(plan, **changes) if changes else plan
 
 
+def lab_suites(plan: Plan, selection: choose.Selection | None
+               ) -> tuple[Plan, choose.Selection | None]:
+    """On a lab (vm.backend: lava), the suites it cannot run left out, each
+    with why (choose.for_lab); none left is exit 2 naming them."""
+    if plan.vm.backend != "lava":
+        return plan, selection
+    left = choose.for_lab(plan.suites, plan.lava.tags)
+    if not left:
+        return plan, selection
+    kept = tuple(s for s in plan.suites if s not in left)
+    if not kept:
+        raise PlanError(f"{plan.source_file}: suites: none runs on the lab: "
+                        + "; ".join(f"{s}: {why}" for s, why in left.items()))
+    base = selection or choose.fixed(plan.suites, "plan")
+    choices = tuple(SuiteChoice(c.suite, False, f"on the lab, {left[c.suite]}")
+                    if c.suite in left else c for c in base.choices)
+    return (dataclasses.replace(plan, suites=kept),
+            dataclasses.replace(base, suites=kept, choices=choices))
+
+
 def select_suites(plan: Plan, choices: Choices, read: Read
                   ) -> tuple[Plan, choose.Selection | None]:
     """The suites of a run with a series (or --suites), each with why it runs

@@ -45,6 +45,24 @@ def describe(choice: SuiteChoice) -> str:
     return f"suite {choice.suite}: left out: {why}{note}"
 
 
+def for_lab(suites: tuple[str, ...], tags: tuple[str, ...]) -> dict[str, str]:
+    """Of `suites`, those a lab lane (vm.backend: lava, its lava.tags) cannot
+    run -> why: a suite needing device tags the lane's devices lack, or one
+    whose devices are QEMU options of the harness's own nodes (a DUT brings
+    its own hardware, named by tags)."""
+    out = {}
+    for name in suites:
+        spec = registry.suites()[name]
+        missing = [t for t in spec.needs.tags if t not in tags]
+        if missing:
+            out[name] = (f"it needs a lab device tagged {', '.join(missing)} (lava.tags: "
+                         f"{', '.join(tags) or 'none'})")
+        elif spec.needs.devices and not spec.needs.tags:
+            out[name] = ("its devices are QEMU options of the harness's own nodes "
+                         "(suite.yaml needs.devices), which a lab's DUT does not have")
+    return out
+
+
 def _expand(rows: tuple[str, ...], suite: registry.SuiteSpec) -> list[str]:
     out: list[str] = []
     for row in rows:

@@ -18,6 +18,7 @@ pytest module(s) and a suite.yaml:
           files: {disk.img: 64}      # sparse backing files (MiB) in the node's directory
           args:                      # QEMU options, "-option value"; {node_dir}
             - -drive file={node_dir}/disk.img,if=none,id=d0,format=raw
+      tags: [rdma-mlx5]              # on a lab: device tags its DUTs must carry
     providers: [rxe, siw]            # the RDMA provider matrix, if it has one
     timeouts: {run: 180}             # seconds, by name, read by its tests
     defaults: {modules: [rdma_rxe]}  # plan values used when the plan has none
@@ -55,6 +56,7 @@ class Needs:
     packages: tuple[str, ...] = ()
     artifacts: tuple[str, ...] = ()
     devices: tuple[ExtraDevices, ...] = ()
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,9 @@ class NeedsFile:
     artifacts: tuple[str, ...] = ()  # programs built on the host from the tree (build/selftests.py)
     # extra QEMU devices, by node (node1, node2)
     devices: dict[str, NodeDevicesFile] = field(default_factory=dict, hash=False)
+    # on a lab (vm.backend: lava): the device tags its DUTs must carry (a NIC,
+    # a GPU); the harness's own nodes (qemu, libvirt) ignore them
+    tags: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -208,7 +213,8 @@ def parse(path: Path) -> SuiteSpec:
         needs=Needs(fragments=_names(f"{where}: needs: fragments", needs.fragments),
                     packages=_names(f"{where}: needs: packages", needs.packages),
                     artifacts=_names(f"{where}: needs: artifacts", needs.artifacts),
-                    devices=_devices(f"{where}: needs: devices", needs.devices)),
+                    devices=_devices(f"{where}: needs: devices", needs.devices),
+                    tags=_names(f"{where}: needs: tags", needs.tags)),
         providers=_names(f"{where}: providers", data.providers),
         timeouts=_timeouts(f"{where}: timeouts", data.timeouts),
         defaults={key: _names(f"{where}: defaults: {key}", values)
