@@ -122,7 +122,7 @@ def job(name: str, lane: Lane, artifacts: Artifacts, roles: list[Role], context:
         boot: dict[str, Any] = {"method": "qemu", "media": "tmpfs",
                                 "timeout": {"minutes": boot_minutes}, "prompts": [ready]}
         if multinode:
-            deploy["role"] = boot["role"] = [role.name]
+            deploy["role"], boot["role"] = [role.name], [role.name]
         actions.append({"deploy": deploy})
         actions.append({"boot": boot})
     actions.extend({"test": t} for t in tests or [])
