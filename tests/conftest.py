@@ -200,7 +200,7 @@ UNIT_SECONDS = {
     "tests/integration/test_rootless.py": 161,
     "tests/integration/test_config_check.py": 145,
     "tests/e2e/test_nightly.py": 137,
-    "lava": 420,                                # 2026-12-07, the lab installed: 47 + 370 s
+    "lava": 560,          # 2026-12-07: the lane, boot and client files 518 s under a build, lab up
     "tests/e2e/test_watch.py": 180,             # 2026-12-07: the watch's runs 150 s (12s)
     "tests/e2e/test_quickstart.py": 117,
     "tests/integration/test_boot.py": 114,
