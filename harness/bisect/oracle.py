@@ -85,8 +85,10 @@ class Oracle:
         plan = dataclasses.replace(narrow(rng.plan_for(index), self.target),
                                    name=f"{rng.plan.name}-bisect-{index}")
         if self.in_boot:
+            # the step is decided at its first failing run (bad), or after all
+            # of them passed (good): the repeats stop there
             plan = dataclasses.replace(plan, repeat=self.runs_for() if self.runs_for
-                                       else self.repeat)
+                                       else self.repeat, repeat_until_failed=True)
         step = Step(rng.labels[index], index, GOOD)
         start = time.monotonic()
         notes: list[str] = []

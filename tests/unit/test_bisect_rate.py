@@ -62,8 +62,14 @@ def test_the_steps_assume_the_rates_lower_bound_not_the_lucky_estimate():
     assert math.isclose(binom.sf(4, 6, low), 0.05, rel_tol=1e-6)
     assert rate.runs_needed(low, 0.01, 3) == 9
     assert rate.runs_needed(rate.failure_rate(lucky), 0.01, 3) == 3
-    # a target that failed every time it ran is taken as failing every time
-    assert rate.assumed_rate([Step("top", 3, BAD, runs=2, bad_runs=2)]) == 1.0
+    # a target that failed every time it ran is not taken as failing every
+    # time: n of n shows a rate of at least 0.05^(1/n) (6 of 6: 0.61)
+    all_six = rate.assumed_rate([Step("top", 3, BAD, runs=6, bad_runs=6)])
+    assert math.isclose(all_six, 0.05 ** (1 / 6)) and 0.60 < all_six < 0.61
+    assert math.isclose(binom.pmf(6, 6, all_six), 0.05, rel_tol=1e-9)
+    # its cost: 5 runs a good step at 1%, where taking it as 1.0 ran the plan's 3
+    assert rate.runs_needed(all_six, 0.01, 3) == 5
+    assert rate.error_probability([Step("p1", 1, GOOD, runs=5)], all_six) < 0.01
     assert rate.assumed_rate([Step("base", 0, GOOD, runs=3)]) is None
     # more evidence, a tighter bound
     more = lucky + [Step("p2", 2, BAD, runs=9, bad_runs=5)]
