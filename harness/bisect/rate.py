@@ -22,6 +22,10 @@ from .search import BAD, GOOD, Step
 
 # runs per step at most (the plan's bisect_repeat range)
 MOST = 50
+# runs the bad end has before the search counts on its rate (all of them: no
+# early stop): 6 of 6 bound the rate at 0.61, so a step at 1% needs 5 runs;
+# 1 of 1 would bound it at 0.05 and a step would need 50
+RATE_RUNS = 6
 # the one-sided confidence of the rate the step counts and the error assume
 CONFIDENCE = 0.95
 

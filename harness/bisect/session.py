@@ -80,6 +80,14 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
                     reference=lambda: perf_reference(state), known=lambda: state.steps,
                     runs_for=runs_for, reference_samples=lambda: perf_reference_samples(state))
 
+    top = next((s for s in state.steps if s.index == len(rng.labels) - 1), None)
+    if (oracle.in_boot and top is not None and top.verdict == search.BAD
+            and top.runs < rate.RATE_RUNS):
+        # the run that asked for the bisect had few runs: the bad end's rate is
+        # measured first, all its runs (rate.RATE_RUNS), before steps count on it
+        oracle.measure(top, rate.RATE_RUNS - top.runs)
+        write_atomic(state_file, json.dumps(_report(state, None, rng, target), indent=1))
+
     def save(current: search.State) -> None:
         write_atomic(state_file, json.dumps(_report(current, None, rng, target), indent=1))
 

@@ -127,3 +127,31 @@ def test_the_answer_reaches_the_failed_rows_and_the_crash_of_the_same_failure():
     assert crash.suspected_patch.how == "bisect" and crash.suspected_patch.patch == 2
     assert "candidates 1, 2" in crash.suspected_patch.evidence
     assert isinstance(crash, CrashRecord)
+
+
+def test_the_bad_end_measures_the_rate_and_the_other_steps_stop_at_a_failure(tmp_path):
+    """The bad end runs all of its repeats (at least RATE_RUNS: its failure
+    rate is what the other steps count on); every other step's repeats end
+    at its first failing run (repeat_until_failed); a bad end seeded from
+    the one run that failed is measured to RATE_RUNS runs first."""
+    seen = []
+
+    def run(plan):
+        seen.append((int(plan.name.rsplit("-", 1)[1]), plan.repeat, plan.repeat_until_failed))
+        return dataclasses.replace(copy.deepcopy(BROKEN), run_id=f"r{len(seen)}",
+                                   repeats=[[PING]] * plan.repeat)
+    target = Target(test=PING, suite="verbs-smoke", tests=(PING,))
+    rng = Range(plan_mod.load(None))
+    oracle = Oracle(rng, target, 3, tmp_path / "runs", Cache(tmp_path / "c"),
+                    lambda text: None, run, runs_for=lambda: 5)
+    last = len(rng.labels) - 1
+    top = oracle(last)
+    assert (top.runs, top.bad_runs) == (rate.RATE_RUNS, rate.RATE_RUNS)
+    oracle(1)
+    assert seen == [(last, rate.RATE_RUNS, False), (1, 5, True)]
+    seeded = Step("top", last, BAD, runs=1, bad_runs=1)
+    seen.clear()
+    oracle.measure(seeded, rate.RATE_RUNS - 1)
+    assert seen == [(last, rate.RATE_RUNS - 1, False)]
+    assert (seeded.runs, seeded.bad_runs) == (rate.RATE_RUNS, rate.RATE_RUNS)
+    assert 0.60 < rate.assumed_rate([seeded]) < 0.61
