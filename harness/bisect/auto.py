@@ -140,6 +140,8 @@ def record_of(report: dict, seconds: float) -> BisectResult:
                         noop=NoopCheck(**(report.get("noop") or {})),
                         directory=report.get("directory", ""), seconds=round(seconds, 1),
                         failure_rate=report.get("failure_rate"),
+                        failed_runs=report.get("failed_runs"),
+                        rate_runs=report.get("rate_runs"),
                         failure_rate_assumed=report.get("failure_rate_assumed"),
                         error_probability=report.get("error_probability"))
 

@@ -85,8 +85,15 @@ class Oracle:
         plan = dataclasses.replace(narrow(rng.plan_for(index), self.target),
                                    name=f"{rng.plan.name}-bisect-{index}")
         if self.in_boot:
-            plan = dataclasses.replace(plan, repeat=self.runs_for() if self.runs_for
-                                       else self.repeat)
+            runs = self.runs_for() if self.runs_for else self.repeat
+            if index == len(rng.labels) - 1:
+                # the bad end measures the failure rate the other steps count on:
+                # all its runs, at least RATE_RUNS (rate.py)
+                plan = dataclasses.replace(plan, repeat=max(runs, rate.RATE_RUNS))
+            else:
+                # the step is decided at its first failing run (bad), or after all
+                # of them passed (good): the repeats stop there
+                plan = dataclasses.replace(plan, repeat=runs, repeat_until_failed=True)
         step = Step(rng.labels[index], index, GOOD)
         start = time.monotonic()
         notes: list[str] = []
@@ -101,6 +108,16 @@ class Oracle:
                      + (f" ({notes[0]})" if notes else ""))
         step.note = step.note or "; ".join(notes)
         return step
+
+    def measure(self, step: Step, runs: int) -> None:
+        """`runs` more runs of a bad step's commit in one boot, all of them
+        (the failure rate's evidence, rate.RATE_RUNS), counted into `step`."""
+        rng = self.rng
+        plan = dataclasses.replace(narrow(rng.plan_for(step.index), self.target),
+                                   name=f"{rng.plan.name}-bisect-{step.index}", repeat=runs)
+        result = self._one_run(plan, step)
+        self.say(f"  {self._label(step)} the failure rate: {step.bad_runs} of {step.runs} "
+                 f"runs failed the target, {result.run_id}")
 
     def _label(self, step: Step) -> str:
         return self.rng.labels[step.index][:12]

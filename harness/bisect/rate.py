@@ -5,8 +5,8 @@ run that asked for the bisect, with its repeats): the runs in which a target
 row failed (k) over all their runs (n). k of n is a small sample (5 of 6 is
 what a true rate of 0.55 gives about one time in six), so the step counts and the
 stated error assume p, the rate's lower one-sided 95% confidence bound
-(Clopper-Pearson), not k/n; a target that failed in every run it had is taken
-as failing every time (p = 1), as a plain bisect does. A commit the target
+(Clopper-Pearson), not k/n, in every case: n of n failing runs only show a
+rate of at least 0.05^(1/n) (6 of 6: 0.61), not 1. A commit the target
 fails on with rate p passes n runs with probability (1 - p)^n, so a step runs
 n = ceil(log(bound) / log(1 - p)) times (at least the plan's bisect_repeat):
 the chance that it calls a bad commit good stays under `bound`. The answer's
@@ -22,6 +22,10 @@ from .search import BAD, GOOD, Step
 
 # runs per step at most (the plan's bisect_repeat range)
 MOST = 50
+# runs the bad end has before the search counts on its rate (all of them: no
+# early stop): 6 of 6 bound the rate at 0.61, so a step at 1% needs 5 runs;
+# 1 of 1 would bound it at 0.05 and a step would need 50
+RATE_RUNS = 6
 # the one-sided confidence of the rate the step counts and the error assume
 CONFIDENCE = 0.95
 
@@ -40,16 +44,22 @@ def failure_rate(steps: Iterable[Step]) -> float | None:
 
 
 def assumed_rate(steps: Iterable[Step]) -> float | None:
-    """The rate the step counts and the stated error assume: 1.0 when the
-    target failed in every run of the bad steps, else the lower CONFIDENCE
-    bound of the observed rate (None before any bad step)."""
+    """The rate the step counts and the stated error assume: the lower
+    CONFIDENCE bound of the observed rate, all-fail included (None before
+    any bad step)."""
     failed, runs = counts(steps)
     if not runs:
         return None
-    if failed >= runs:
-        return 1.0
-    if failed == 0:
+    return lower_bound(failed, runs)
+
+
+def lower_bound(failed: int, runs: int) -> float:
+    """The one-sided lower CONFIDENCE bound (Clopper-Pearson) of a rate seen
+    as `failed` of `runs`: (1 - CONFIDENCE)^(1/n) when all n failed."""
+    if failed <= 0:
         return 0.0
+    if failed >= runs:
+        return (1.0 - CONFIDENCE) ** (1.0 / runs)
     from scipy.stats import beta          # the bisect's own import: cli stays light
     return float(beta.ppf(1.0 - CONFIDENCE, failed, runs - failed + 1))
 

@@ -66,7 +66,7 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
     def runs_for() -> int:
         assumed = rate.assumed_rate(state.steps)
         need = rate.runs_needed(assumed, bound, repeat)
-        if assumed is not None and assumed < 1.0:
+        if assumed is not None:
             failed, runs = rate.counts(state.steps)
             console.print(f"  failure rate so far {failed} of {runs} runs, at least "
                           f"{assumed:.2f} with {rate.CONFIDENCE:.0%} confidence: {need} runs "
@@ -79,6 +79,14 @@ def bisect(plan: Plan, rng, target: Target, repeat: int, runs_dir: Path, cache: 
                     pipeline_runs(workdir / "runs", cache, workdir / "steps.log"),
                     reference=lambda: perf_reference(state), known=lambda: state.steps,
                     runs_for=runs_for, reference_samples=lambda: perf_reference_samples(state))
+
+    top = next((s for s in state.steps if s.index == len(rng.labels) - 1), None)
+    if (oracle.in_boot and top is not None and top.verdict == search.BAD
+            and top.runs < rate.RATE_RUNS):
+        # the run that asked for the bisect had few runs: the bad end's rate is
+        # measured first, all its runs (rate.RATE_RUNS), before steps count on it
+        oracle.measure(top, rate.RATE_RUNS - top.runs)
+        write_atomic(state_file, json.dumps(_report(state, None, rng, target), indent=1))
 
     def save(current: search.State) -> None:
         write_atomic(state_file, json.dumps(_report(current, None, rng, target), indent=1))
@@ -162,6 +170,7 @@ def _report(state: search.State, outcome: search.Outcome | None, rng, target: Ta
     if target.tests:
         found, assumed = rate.failure_rate(state.steps), rate.assumed_rate(state.steps)
         report["failure_rate"] = round(found, 3) if found is not None else None
+        report["failed_runs"], report["rate_runs"] = rate.counts(state.steps)
         report["failure_rate_assumed"] = round(assumed, 3) if assumed is not None else None
         report["error_probability"] = round(rate.error_probability(state.steps, assumed), 4)
         good_end = next((s for s in state.steps if s.index == 0), None)

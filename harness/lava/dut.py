@@ -91,7 +91,8 @@ def run_suites(lane: dict[str, Any], bundle: Path) -> tuple[list, list[str]]:
     if lane["repeat"] > 1:
         rows = repeat.repeat(rows, lane["repeat"], lambda: suites.run(
             names, dataclasses.replace(ctx, records=[]), log, on_result=shown),
-            ctx.say, lambda: bool(ctx.infra_errors))
+            ctx.say, lambda: bool(ctx.infra_errors),
+            until_failed=bool(lane.get("repeat_until_failed")))
     if lane["retries"] and not ctx.infra_errors:
         suite_of = {path.name: name for path, name in suites.suite_files(names).items()}
 

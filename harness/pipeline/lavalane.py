@@ -43,6 +43,7 @@ def lane_input(run: Run, names: tuple[str, ...], nodes, host_key_pub: str) -> di
         "perf_repeat": sctx.perf_repeat, "command_timeout": sctx.command_timeout,
         "select": list(sctx.select), "expectations": to_plain(sctx.expectations),
         "waivers": [to_plain(w) for w in plan.waivers], "repeat": plan.repeat,
+        "repeat_until_failed": plan.repeat_until_failed,
         "retries": plan.retries, "host_key_pub": host_key_pub, "key": "/root/.ssh/lane",
         "nodes": [{"name": n.name, "l2_ip": n.l2_ip, "l2_nic": n.l2_nic} for n in nodes],
     }

@@ -86,7 +86,8 @@ def run_suites(run: Run, kernel: Kernel, names: tuple[str, ...], log: Path,
 
             done.repeats = []
             done.rows = repeat.repeat(done.rows, run.plan.repeat, again, run.say, stopped,
-                                      each=done.repeats)
+                                      each=done.repeats,
+                                      until_failed=run.plan.repeat_until_failed)
         if run.plan.retries and not run.interrupted and not sctx.infra_errors \
                 and all(n.alive() for n in run.nodes):
             def rerun(again: tuple[str, ...], select: tuple[str, ...]) -> list:

@@ -174,6 +174,9 @@ class Plan:
     # the suites run this many times on the booted nodes; a row that failed in
     # k of them fails, marked intermittent "k/N" (suites/repeat.py)
     repeat: int = 1
+    # the repeats end after the first run with a failed row (a bisect step's
+    # runs: the step is bad then, more runs cannot make it good)
+    repeat_until_failed: bool = False
     # when the top of the series fails (a test, a perf drop with
     # perf.fail_on_regression, a crash), bisect inside the series
     bisect: bool = False

@@ -88,9 +88,12 @@ class BisectResult:
     directory: str = ""                     # the bisect's own directory (bisect.json)
     seconds: float = 0.0
     # a target of the bad end's rows (bisect/rate.py): the failing runs over the
-    # runs of the steps judged bad; the rate the step counts and the error assume
-    # (its lower 95% bound; 1.0 when every run failed); the chance that the
+    # runs of the steps judged bad (k/n: failed_runs of rate_runs, and their
+    # ratio); the rate the step counts and the error assume (its lower 95%
+    # bound, all-fail included: 6 of 6 is at least 0.61); the chance that the
     # answer is wrong
+    failed_runs: int | None = field(default=None, metadata=OMIT)
+    rate_runs: int | None = field(default=None, metadata=OMIT)
     failure_rate: float | None = field(default=None, metadata=OMIT)
     failure_rate_assumed: float | None = field(default=None, metadata=OMIT)
     error_probability: float | None = field(default=None, metadata=OMIT)

@@ -203,11 +203,12 @@ def bisect_line(bisect: BisectResult, total: int) -> str:
     runs = sum(s.runs for s in bisect.steps)
     where = f"patch {first.index}/{total}" if first.series else first.commit[:12]
     stated = ""
-    if bisect.error_probability is not None and bisect.failure_rate is not None \
-            and bisect.failure_rate < 1.0:
+    if bisect.error_probability is not None and bisect.failure_rate is not None:
+        seen = (f"{bisect.failed_runs} of {bisect.rate_runs} runs" if bisect.rate_runs
+                else f"{bisect.failure_rate:g}")
         assumed = (f" (at least {bisect.failure_rate_assumed:g} with 95% confidence)"
                    if bisect.failure_rate_assumed is not None else "")
-        stated = (f", failure rate {bisect.failure_rate:g}{assumed}, error probability "
+        stated = (f", failed {seen}{assumed}, error probability "
                   f"{bisect.error_probability:.2g}")
     line = (f"first bad: {where} \"{first.subject}\" ({len(bisect.steps)} steps, "
             f"{runs} runs, confidence {bisect.confidence}{stated}; {bisect.directory})")

@@ -79,6 +79,20 @@ def _wait_listening(node, server, program: str, before: set[int], timeout: float
 # a command still running this long before its guest `timeout` fires is hung:
 # both nodes' QPs and counters are taken while they still exist
 HUNG_MARGIN = 30
+# seconds a client may still take once its server has exited: a server that
+# is gone (it failed, or it served and left) ends the row this much later
+PEER_GRACE = 10.0
+# seconds a pair's tools take at least, whatever their work: connection set-up,
+# the listener check, process start under TCG
+BASE_SECONDS = 60.0
+
+
+def bound(ctx, work: float = 0.0) -> float:
+    """Seconds a pair's client gets: BASE_SECONDS plus `work`, what the
+    tools' messages take on the guest (the verbs and rdma_cm tools send at
+    most 100 small messages: 1.3 s for an RC ping-pong's 100 iterations under
+    TCG, docs/measurements.md), never more than the plan's test_timeout."""
+    return min(float(ctx.command_timeout), BASE_SECONDS + work)
 
 
 @dataclass
@@ -86,9 +100,13 @@ class PairResult:
     client: CommandResult
     server: CommandResult
     snapshot: str = ""          # both nodes' QPs and counters when something failed or hung
+    # why the harness ended the client ("" = it exited by itself): its bound,
+    # or its server gone (PairResult.describe puts it first)
+    ended: str = ""
 
     def describe(self) -> str:
         text = f"client: {self.client.describe()}\nserver: {self.server.describe()}"
+        text = f"{self.ended}\n{text}" if self.ended else text
         return text + (f"\n{self.snapshot}" if self.snapshot else "")
 
 
@@ -99,12 +117,37 @@ def _snapshot(nodes, why: str) -> str:
         for node in nodes)
 
 
-def _exited(command, limit: float) -> bool:
-    """Wait for a started command until just before its guest timeout."""
-    deadline = command.started + limit - HUNG_MARGIN
+def _exits_within(command, seconds: float) -> bool:
+    """Wait up to `seconds` for a started command to exit."""
+    deadline = time.monotonic() + seconds
     while time.monotonic() < deadline and not command.channel.exit_status_ready():
-        time.sleep(1)
+        time.sleep(0.5)
     return command.channel.exit_status_ready()
+
+
+def watch(client, server, limit: float, grace: float = PEER_GRACE,
+          poll: float = 0.5) -> str:
+    """Wait for the client to exit: "" when it did; else why it was given
+    up — its server exited `grace` seconds ago (the peer it waits for is
+    gone), or `limit` seconds passed without its end."""
+    deadline = client.started + limit
+    gone: float | None = None
+    while not client.channel.exit_status_ready():
+        now = time.monotonic()
+        if gone is None and server.channel.exit_status_ready():
+            gone = now
+        if gone is not None and now - gone >= grace:
+            code = server.channel.recv_exit_status()
+            return (f"no completion from the client {now - client.started:.0f} s after it "
+                    f"started: the server exited {code} at {gone - server.started:.0f} s "
+                    f"(the client was stopped {grace:.0f} s later)")
+        if now >= deadline:
+            state = (f"the server exited {server.channel.recv_exit_status()} at "
+                     f"{gone - server.started:.0f} s" if gone is not None
+                     else "the server still ran")
+            return f"no completion after {limit:.0f} s; {state}"
+        time.sleep(poll)
+    return ""
 
 
 # printed between a tool's own output and the report file it wrote
@@ -127,7 +170,7 @@ def _command(argv: list[str], report: str | None) -> list[str] | str:
 def _serve(server_node, server_cmd: list[str], report: str | None, limit: float):
     """Start the server; returns it and its pid once it listens."""
     before = {listener.pid for listener in listeners(server_node)}
-    server = server_node.ssh.start(_command(server_cmd, report), timeout=limit)
+    server = server_node.ssh.start(_command(server_cmd, report), timeout=limit + HUNG_MARGIN)
     pid = _wait_listening(server_node, server, server_cmd[0], before, limit)
     if pid is None and server.channel.exit_status_ready():
         pytest.fail(f"the server exited before it listened:\n{server.wait().describe()}")
@@ -138,36 +181,48 @@ def _serve(server_node, server_cmd: list[str], report: str | None, limit: float)
     return server, pid
 
 
+def _stop_program(node, program: str) -> None:
+    """End a tool the harness gave up on (its output is kept: the command
+    then exits and wait() collects what it printed)."""
+    node.ssh.run(["pkill", "-KILL", "-x", "--", PurePosixPath(program).name[:15]], timeout=30)
+
+
 def run_pair(server_node, client_node, ctx, server_cmd: list[str], client_cmd: list[str], *,
              timeout: float | None = None, server_timeout: float | None = None,
              quit_server: bool = False,
              reports: tuple[str | None, str | None] = (None, None)) -> PairResult:
     """Start the server on server_node, run the client on client_node once the
-    server listens. A client or server still running just before its timeout
-    gets a snapshot of both nodes' QPs and counters; a server left running
-    (its client failed or it hangs) is then killed by its pid.
+    server listens. The row ends when its outcome is known: the client
+    exited, or its server exited and the client did not follow within
+    PEER_GRACE, or the client's bound passed (both said in
+    PairResult.ended); a client given up on, or a server left running (its
+    client failed, or it hangs), is killed, its output kept, and both
+    nodes' QPs and counters are taken first.
 
-    timeout bounds the client (default ctx.command_timeout), server_timeout
-    the server from its start (default: timeout); quit_server: the server
-    serves until it is stopped (qperf), so it is stopped once the client is
-    done; reports: the files (server's, client's) each tool writes, printed
-    after its output (with_report)."""
-    limit = timeout or ctx.command_timeout
+    timeout bounds the client (default: bound(ctx, 0)), server_timeout the
+    server from its start (default: timeout); quit_server: the server serves
+    until it is stopped (qperf), so it is stopped once the client is done;
+    reports: the files (server's, client's) each tool writes, printed after
+    its output (with_report)."""
+    limit = timeout or bound(ctx, 0.0)
     server_limit = server_timeout or limit
     pair = (server_node, client_node)
     server, pid = _serve(server_node, server_cmd, reports[0], server_limit)
-    snapshot = ""
+    snapshot = ended = ""
     try:
-        client_run = client_node.ssh.start(_command(client_cmd, reports[1]), timeout=limit)
+        client_run = client_node.ssh.start(_command(client_cmd, reports[1]),
+                                           timeout=limit + HUNG_MARGIN)
         try:
-            if not _exited(client_run, limit):
-                snapshot = _snapshot(pair, f"the client still ran after {client_run.command!r}"
-                                     f" had {limit - HUNG_MARGIN:.0f} s")
+            ended = watch(client_run, server, limit, 0.0 if quit_server else PEER_GRACE)
+            if ended:
+                snapshot = _snapshot(pair, ended)
+                _stop_program(client_node, client_cmd[0])
             client = client_run.wait()
         finally:
             client_run.stop()
-        if client.ok and not quit_server and not _exited(server, server_limit):
-            snapshot = _snapshot(pair, "the server did not exit after its client finished")
+        if client.ok and not quit_server and not _exits_within(server, PEER_GRACE):
+            snapshot = _snapshot(pair, f"the server did not exit within {PEER_GRACE:.0f} s of "
+                                       "its client's end")
         elif not client.ok and not snapshot:
             snapshot = _snapshot(pair, "the client failed")
         if not server.channel.exit_status_ready():
@@ -175,4 +230,4 @@ def run_pair(server_node, client_node, ctx, server_cmd: list[str], client_cmd: l
         served = server.wait()
     finally:
         server.stop()
-    return PairResult(client, served, snapshot)
+    return PairResult(client, served, snapshot, ended)

@@ -62,16 +62,23 @@ def failed_names(rows: list[TestRecord]) -> list[str]:
 def repeat(first: list[TestRecord], times: int, rerun: Rerun,
            say: Callable[[str], None] | None = None,
            stop: Callable[[], bool] = lambda: False,
-           each: list[list[str]] | None = None) -> list[TestRecord]:
+           each: list[list[str]] | None = None,
+           until_failed: bool = False) -> list[TestRecord]:
     """`first` (the suites' first run) with `times - 1` more runs of
     `rerun()`, merged; `stop()` True ends the repeats early (a node died, an
-    interrupt): the rows are judged over the runs made. `each` gets, per run,
-    the rows that failed in it (failed_names): what a bisect counts runs by."""
+    interrupt): the rows are judged over the runs made. `until_failed`: they
+    also end after the first run with a failed row (a bisect step is then
+    bad: more runs cannot change that). `each` gets, per run, the rows that
+    failed in it (failed_names): what a bisect counts runs by."""
     runs = [list(first)]
     for n in range(2, times + 1):
         if stop():
             if say:
                 say(f"repeat: stopped after {n - 1} of {times} runs")
+            break
+        if until_failed and failed_names(runs[-1]):
+            if say:
+                say(f"repeat: stopped after {n - 1} of {times} runs: a row failed")
             break
         if say:
             say(f"repeat {n} of {times}")

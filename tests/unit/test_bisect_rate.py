@@ -62,8 +62,14 @@ def test_the_steps_assume_the_rates_lower_bound_not_the_lucky_estimate():
     assert math.isclose(binom.sf(4, 6, low), 0.05, rel_tol=1e-6)
     assert rate.runs_needed(low, 0.01, 3) == 9
     assert rate.runs_needed(rate.failure_rate(lucky), 0.01, 3) == 3
-    # a target that failed every time it ran is taken as failing every time
-    assert rate.assumed_rate([Step("top", 3, BAD, runs=2, bad_runs=2)]) == 1.0
+    # a target that failed every time it ran is not taken as failing every
+    # time: n of n shows a rate of at least 0.05^(1/n) (6 of 6: 0.61)
+    all_six = rate.assumed_rate([Step("top", 3, BAD, runs=6, bad_runs=6)])
+    assert math.isclose(all_six, 0.05 ** (1 / 6)) and 0.60 < all_six < 0.61
+    assert math.isclose(binom.pmf(6, 6, all_six), 0.05, rel_tol=1e-9)
+    # its cost: 5 runs a good step at 1%, where taking it as 1.0 ran the plan's 3
+    assert rate.runs_needed(all_six, 0.01, 3) == 5
+    assert rate.error_probability([Step("p1", 1, GOOD, runs=5)], all_six) < 0.01
     assert rate.assumed_rate([Step("base", 0, GOOD, runs=3)]) is None
     # more evidence, a tighter bound
     more = lucky + [Step("p2", 2, BAD, runs=9, bad_runs=5)]
@@ -121,3 +127,31 @@ def test_the_answer_reaches_the_failed_rows_and_the_crash_of_the_same_failure():
     assert crash.suspected_patch.how == "bisect" and crash.suspected_patch.patch == 2
     assert "candidates 1, 2" in crash.suspected_patch.evidence
     assert isinstance(crash, CrashRecord)
+
+
+def test_the_bad_end_measures_the_rate_and_the_other_steps_stop_at_a_failure(tmp_path):
+    """The bad end runs all of its repeats (at least RATE_RUNS: its failure
+    rate is what the other steps count on); every other step's repeats end
+    at its first failing run (repeat_until_failed); a bad end seeded from
+    the one run that failed is measured to RATE_RUNS runs first."""
+    seen = []
+
+    def run(plan):
+        seen.append((int(plan.name.rsplit("-", 1)[1]), plan.repeat, plan.repeat_until_failed))
+        return dataclasses.replace(copy.deepcopy(BROKEN), run_id=f"r{len(seen)}",
+                                   repeats=[[PING]] * plan.repeat)
+    target = Target(test=PING, suite="verbs-smoke", tests=(PING,))
+    rng = Range(plan_mod.load(None))
+    oracle = Oracle(rng, target, 3, tmp_path / "runs", Cache(tmp_path / "c"),
+                    lambda text: None, run, runs_for=lambda: 5)
+    last = len(rng.labels) - 1
+    top = oracle(last)
+    assert (top.runs, top.bad_runs) == (rate.RATE_RUNS, rate.RATE_RUNS)
+    oracle(1)
+    assert seen == [(last, rate.RATE_RUNS, False), (1, 5, True)]
+    seeded = Step("top", last, BAD, runs=1, bad_runs=1)
+    seen.clear()
+    oracle.measure(seeded, rate.RATE_RUNS - 1)
+    assert seen == [(last, rate.RATE_RUNS - 1, False)]
+    assert (seeded.runs, seeded.bad_runs) == (rate.RATE_RUNS, rate.RATE_RUNS)
+    assert 0.60 < rate.assumed_rate([seeded]) < 0.61

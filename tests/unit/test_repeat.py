@@ -51,3 +51,23 @@ def test_retries_leave_an_intermittent_row_alone():
     flaky_once = repeat.merge([[row("a", "pass")], [row("a", "fail")]])
     always = row("b", "fail")
     assert retry.to_retry([*flaky_once, always]) == [always]
+
+
+def test_a_bisect_steps_repeats_end_at_the_first_failing_run():
+    """repeat_until_failed: the step is bad at the first run that fails its
+    target; the runs so far are what it counts (2 of 6 made, 1 failed)."""
+    outcomes = iter(["fail", "pass", "pass"])
+    calls, each = [], []
+
+    def rerun():
+        calls.append(1)
+        return [row("a", next(outcomes))]
+
+    rows = repeat.repeat([row("a", "pass")], 6, rerun, each=each, until_failed=True)
+    assert len(calls) == 1 and each == [[], ["pyverbs a"]]
+    assert rows[0].status == Status.FAIL and rows[0].intermittent == "1/2"
+    # without it, all six runs
+    outcomes = iter(["fail", "pass", "pass", "pass", "pass"])
+    calls.clear()
+    repeat.repeat([row("a", "pass")], 6, rerun)
+    assert len(calls) == 5

@@ -38,7 +38,9 @@ def _crash_row(provider: str, node: str, module: str, state: dict, exit_event: d
         code, timed_out = exit_event.get("returncode", 0), exit_event.get("timed_out")
         if code == 0 and done and not timed_out:
             return None
-        cause = ("timed out (killed)" if timed_out else
+        stuck = exit_event.get("stuck")
+        cause = (f"killed: {stuck} had no end after {exit_event.get('case_timeout', 0):.0f} s"
+                 if stuck else "timed out (killed)" if timed_out else
                  f"crashed with {_signal_text(code)}" if code < 0 else
                  f"exited with {_signal_text(code)}")
         if done:

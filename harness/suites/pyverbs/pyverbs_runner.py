@@ -26,6 +26,7 @@ Every event is one line, PREFIX followed by a JSON object with an "event" key:
           status: pass | fail | error | skip | xfail (skip/xfail: message = reason)
   done    {module, cases}                  every case finished (interpreter exit next)
   exit    {module, returncode, seconds, timed_out, stderr}   (driver)
+          with stuck, case_timeout: the case that ran past --case-timeout
   finished {modules}                       the driver ran every module
 Other output (the tests' own prints, libibverbs warnings) goes to stderr.
 """
@@ -201,8 +202,36 @@ def run_cases(module: str, patterns: Sequence[str], emit: EventWriter) -> None:
     emit("done", module=module, cases=len(result.finished))
 
 
-def _relay(stream) -> None:
+class Running:
+    """The case a module's child is in (from its start and case events, as
+    the relay passes them), and since when."""
+
+    def __init__(self) -> None:
+        self.case, self.since = "", 0.0
+
+    def see(self, line: bytes) -> None:
+        if not line.startswith(PREFIX.encode()):
+            return
+        try:
+            event = json.loads(line[len(PREFIX):])
+        except ValueError:
+            return
+        if event.get("event") == "start":
+            self.case, self.since = str(event.get("id", "")), time.monotonic()
+        elif event.get("event") == "case":
+            self.case = ""
+
+    def stuck(self, limit: float) -> str:
+        """The case that has run longer than `limit` seconds ("" if none)."""
+        if limit > 0 and self.case and time.monotonic() - self.since > limit:
+            return self.case
+        return ""
+
+
+def _relay(stream, running: Running | None = None) -> None:
     for line in stream:                       # as they come: a crash keeps them
+        if running is not None:
+            running.see(line)
         sys.stdout.buffer.write(line)
         sys.stdout.buffer.flush()
 
@@ -240,15 +269,15 @@ def _fork_child(module: str, patterns: Sequence[str], out_fd: int, err_fd: int) 
     raise AssertionError("unreachable")
 
 
-def _wait(pid: int, timeout: float) -> tuple[int, bool]:
-    """(return code, timed out) of a forked child; past `timeout` its process
-    group is killed."""
+def _wait(pid: int, timeout: float, stuck=lambda: "") -> tuple[int, bool]:
+    """(return code, timed out) of a forked child; past `timeout`, or once
+    `stuck()` names a case that ran too long, its process group is killed."""
     deadline = time.monotonic() + timeout
     while True:
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             return os.waitstatus_to_exitcode(status), False
-        if time.monotonic() > deadline:
+        if time.monotonic() > deadline or stuck():
             _kill_group(pid)
             return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), True
         time.sleep(0.05)
@@ -271,24 +300,41 @@ def run_module(module: str, args, emit: EventWriter, forked: bool) -> None:
             child = _exec_child(module, args, err)
             assert child.stdout is not None         # stdout=PIPE
             pid, stream = child.pid, child.stdout
-        reader = threading.Thread(target=_relay, args=(stream,), daemon=True)
+        running = Running()
+        reader = threading.Thread(target=_relay, args=(stream, running), daemon=True)
         reader.start()
+        stuck: list[str] = []
+
+        def too_long() -> str:
+            case = running.stuck(args.case_timeout)
+            if case and not stuck:
+                stuck.append(case)
+            return case
+
         if forked:
-            returncode, timed_out = _wait(pid, args.module_timeout)
+            returncode, timed_out = _wait(pid, args.module_timeout, too_long)
         else:
-            try:
-                returncode, timed_out = child.wait(timeout=args.module_timeout), False
-            except subprocess.TimeoutExpired:
-                _kill_group(pid)
-                returncode, timed_out = child.wait(), True
+            returncode, timed_out = _wait_exec(child, args.module_timeout, too_long)
         reader.join(5)
         _kill_group(pid)                      # strays; and they release the pipe
         reader.join()
         stream.close()
         err.seek(0)
         tail = err.read().decode(errors="replace").splitlines()[-STDERR_TAIL:]
+    extra = {"stuck": stuck[0], "case_timeout": args.case_timeout} if stuck else {}
     emit("exit", module=module, returncode=returncode, timed_out=timed_out,
-         seconds=round(time.monotonic() - started, 3), stderr="\n".join(tail))
+         seconds=round(time.monotonic() - started, 3), stderr="\n".join(tail), **extra)
+
+
+def _wait_exec(child: subprocess.Popen, timeout: float, stuck) -> tuple[int, bool]:
+    """_wait for a child started as a fresh python3."""
+    deadline = time.monotonic() + timeout
+    while child.poll() is None:
+        if time.monotonic() > deadline or stuck():
+            _kill_group(child.pid)
+            return child.wait(), True
+        time.sleep(0.05)
+    return child.returncode, False
 
 
 def _exec_child(module: str, args, err) -> subprocess.Popen:
@@ -331,6 +377,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--child", metavar="MODULE", help="run one module (internal)")
     parser.add_argument("--workdir", default=".", help="where child stderr files go")
     parser.add_argument("--module-timeout", type=float, default=600)
+    parser.add_argument("--case-timeout", type=float, default=0,
+                        help="seconds one case may run before its module is killed (0: none)")
     parser.add_argument("--case", action="append", default=[], metavar="PATTERN",
                         help="run only cases whose id is (or matches) this; repeatable")
     parser.add_argument("--no-fork", action="store_true",

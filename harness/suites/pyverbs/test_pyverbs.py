@@ -34,6 +34,10 @@ TESTS_IN_IMAGE = "/usr/share/doc/rdma-core/tests"
 # modules per guest command: each command costs ~3 s under TCG (SSH, the
 # runner's own start); rows show after each command
 MODULES_PER_COMMAND = 8
+# seconds one rdma-core case may run before its module is killed: the
+# slowest case seen under TCG took 16.2 s (tests/data/pyverbs/siw.out); a case
+# waiting for a peer that failed ends here, not at the plan's test_timeout
+CASE_SECONDS = 60
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,7 @@ def run_modules(node, directory: str, modules: list[str], spec: Provider, timeou
     command = ["python3", f"{directory}/pyverbs_runner.py", "--tests", f"{directory}/tests",
                "--dev", spec.device, "--gid", str(spec.gid), "--workdir", directory,
                "--module-timeout", str(int(timeout)),
+               "--case-timeout", str(int(min(timeout, CASE_SECONDS))),
                *(arg for case in cases for arg in ("--case", case)), *modules]
     return node.ssh.run(command, timeout=timeout * len(modules) + 60)
 

@@ -80,6 +80,9 @@ class FakeCommand:
     def exit_status_ready(self) -> bool:
         return self.done is None or self.done()
 
+    def recv_exit_status(self) -> int:
+        return 143 if self.node.killed else self.exit_code
+
     def wait(self) -> CommandResult:
         code = 143 if self.node.killed else self.exit_code
         return CommandResult(self.node.name, self.command, code, self.output, "", 0.1)
@@ -104,7 +107,7 @@ class FakeNode:
         out = ""
         if cmd == pairs.LISTENERS_SCRIPT:       # nothing before the server starts
             out = self.listening if self.started else data("listeners-none.txt")
-        elif cmd[0] == "kill":
+        elif cmd[0] in ("kill", "pkill"):
             self.killed = True
         elif "rdma res show qp" in cmd:       # the snapshot
             out = "link rxe0/1 lqpn 39 type RC state RTS"
@@ -145,7 +148,7 @@ def test_run_pair_snapshots_a_server_hanging_after_its_client():
     server, client = pair_of(0, server_hangs=True)
     pair = run_pair(server, client, CTX, ["rdma_server"], ["rdma_client"])
     assert pair.client.ok and not pair.server.ok
-    assert pair.snapshot.startswith("the server did not exit after its client finished")
+    assert pair.snapshot.startswith("the server did not exit within 0 s of its client's end")
     assert ["kill", "236"] in server.ran
 
 
@@ -173,10 +176,52 @@ def test_run_pair_gives_the_tools_their_timeouts_and_their_reports():
     run_pair(server, client, CTX, ["rdma_server"], ["rdma_client", "10.99.0.1"], timeout=180,
              server_timeout=300, reports=("/tmp/s.json", None))
     ((served, server_limit),) = server.commands
-    assert server_limit == 300 and served == with_report(["rdma_server"], "/tmp/s.json")
-    assert client.commands == [("rdma_client 10.99.0.1", 180)]
-    # without them: the suite's command timeout, argv as it is
+    # the guest's own timeout a margin later: the harness ends the row first
+    assert server_limit == 300 + pairs.HUNG_MARGIN
+    assert served == with_report(["rdma_server"], "/tmp/s.json")
+    assert client.commands == [("rdma_client 10.99.0.1", 180 + pairs.HUNG_MARGIN)]
+    # without them: the pair's bound (never above the plan's test_timeout), argv as it is
     server, client = pair_of(0)
     run_pair(server, client, CTX, ["rdma_server"], ["rdma_client"])
-    assert server.commands == [("rdma_server", CTX.command_timeout)]
-    assert client.commands == [("rdma_client", CTX.command_timeout)]
+    limit = min(CTX.command_timeout, pairs.BASE_SECONDS) + pairs.HUNG_MARGIN
+    assert server.commands == [("rdma_server", limit)]
+    assert client.commands == [("rdma_client", limit)]
+
+
+@pytest.fixture(autouse=True)
+def quick_grace(monkeypatch):
+    monkeypatch.setattr(pairs, "PEER_GRACE", 0.0)
+
+
+def test_a_client_whose_server_exited_ends_a_grace_later_with_its_output_kept(monkeypatch):
+    """The siw case: the server failed its first SEND and exited 1; the
+    client waits for a completion that will not come. The row ends a grace
+    after the server's exit, not at the suite's timeout."""
+    monkeypatch.setattr(pairs, "PEER_GRACE", 0.3)
+    client = FakeNode("node2", exit_code=0, output="rdma_client: waiting\n")
+    server = FakeNode("node1", data("listeners-rdma_server.txt"), exit_code=1,
+                      output="cq completion failed status 12\n")
+    client.start_kwargs["done"] = lambda: client.killed
+    server.start_kwargs["done"] = lambda: client.started > 0
+    started = time.monotonic()
+    pair = run_pair(server, client, types.SimpleNamespace(command_timeout=900),
+                    ["rdma_server"], ["rdma_client", "-s", "10.99.0.1"])
+    assert time.monotonic() - started < 5
+    assert ["pkill", "-KILL", "-x", "--", "rdma_client"] in client.ran
+    assert pair.ended.startswith("no completion from the client") and "server exited 1" in \
+        pair.ended, pair.ended
+    assert pair.describe().startswith(pair.ended)
+    assert "rdma_client: waiting" in pair.describe() and "status 12" in pair.describe()
+    assert "lqpn 39" in pair.snapshot          # taken before the client was stopped
+
+
+def test_a_pair_where_neither_side_ends_stops_at_its_bound():
+    client = FakeNode("node2", exit_code=0)
+    server = FakeNode("node1", data("listeners-rdma_server.txt"), exit_code=0)
+    client.start_kwargs["done"] = lambda: client.killed
+    server.start_kwargs["done"] = lambda: server.killed
+    pair = run_pair(server, client, types.SimpleNamespace(command_timeout=900),
+                    ["rdma_server"], ["rdma_client"], timeout=0.5)
+    assert pair.ended == "no completion after 0 s; the server still ran" or \
+        pair.ended.startswith("no completion after 0 s; the server still ran"), pair.ended
+    assert ["kill", "236"] in server.ran and pair.client.exit_code == 143

@@ -262,3 +262,36 @@ def test_a_package_that_does_not_import_fails_every_module_with_the_reason(tests
         assert exit_event["returncode"] == 1
         assert "libibverbs.so.1: cannot open" in exit_event["stderr"]
     assert [e["event"] for e in events(text)][-1] == "finished"
+
+
+WAITS = '''
+import time, unittest
+
+class Peer(unittest.TestCase):
+    def test_a_quick(self):
+        pass
+    def test_b_waits_for_a_peer_that_left(self):
+        time.sleep(600)
+    def test_c_after(self):
+        pass
+'''
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_a_case_past_its_bound_ends_its_module_naming_the_case(tests_dir, fork):
+    """A case waiting for a peer that is gone ends at --case-timeout, not at
+    the module's: the rows before it are kept, the runner's row names it."""
+    (tests_dir / "test_waits.py").write_text(WAITS)
+    start = __import__("time").monotonic()
+    text = subprocess.run(
+        [sys.executable, str(RUNNER), "--tests", str(tests_dir), "--dev", "rxe0",
+         "--workdir", str(tests_dir.parent), "--module-timeout", "300", "--case-timeout", "2",
+         *([] if fork else ["--no-fork"]), "test_waits"],
+        capture_output=True, text=True, timeout=120, check=True).stdout
+    assert __import__("time").monotonic() - start < 60
+    rows = {r.name.split(" ", 1)[1]: r for r in parse_report(text, "siw", "node1")}
+    assert rows["tests.test_waits.Peer.test_a_quick"].status == "pass"
+    runner = rows["tests.test_waits (runner)"]
+    assert runner.status == "error"
+    assert ("killed: tests.test_waits.Peer.test_b_waits_for_a_peer_that_left had no end "
+            "after 2 s") in runner.message, runner.message
