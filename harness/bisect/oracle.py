@@ -115,7 +115,9 @@ class Oracle:
         rng = self.rng
         plan = dataclasses.replace(narrow(rng.plan_for(step.index), self.target),
                                    name=f"{rng.plan.name}-bisect-{step.index}", repeat=runs)
+        start = time.monotonic()
         result = self._one_run(plan, step)
+        step.seconds = round(step.seconds + time.monotonic() - start, 1)
         self.say(f"  {self._label(step)} the failure rate: {step.bad_runs} of {step.runs} "
                  f"runs failed the target, {result.run_id}")
 
