@@ -84,7 +84,7 @@ HUNG_MARGIN = 30
 PEER_GRACE = 10.0
 # seconds a pair's tools take at least, whatever their work: connection set-up,
 # the listener check, process start under TCG
-BASE_SECONDS = 60.0
+BASE_SECONDS = 45.0
 
 
 def bound(ctx, work: float = 0.0) -> float:
