@@ -123,7 +123,7 @@ def _follow(run: Run, lab: Lab, ids: list[int], until_running: bool) -> list[Job
     """Follow the jobs until all run (or end), or until all end; whatever
     stops the following (Ctrl-C, a timeout) cancels them."""
     spec = run.plan.lava
-    limit = (QUEUE_MINUTES + spec.job_minutes) * 60 if until_running else spec.job_minutes * 60
+    limit = (QUEUE_MINUTES if until_running else spec.job_minutes) * 60
 
     def said(job: Job) -> None:
         run.say(f"lava: job {job.id} {job.state}"
