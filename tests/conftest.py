@@ -200,7 +200,7 @@ UNIT_SECONDS = {
     "tests/integration/test_rootless.py": 161,
     "tests/integration/test_config_check.py": 145,
     "tests/e2e/test_nightly.py": 137,
-    "lava": 560,          # 2026-12-07: the lane, boot and client files 518 s under a build, lab up
+    "lava": 430,          # 2026-12-07: the lane, boot and client files, 11 tests in 424 s, lab up
     "tests/e2e/test_watch.py": 180,             # 2026-12-07: the watch's runs 150 s (12s)
     "tests/e2e/test_quickstart.py": 117,
     "tests/integration/test_boot.py": 114,
