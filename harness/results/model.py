@@ -20,6 +20,8 @@ from ..errors import HarnessError, PlanError
 from .codec import EMPTY, OMIT, JsonObject, from_plain, to_plain
 # the series' and the bisect's records RunResult holds, importable from here as before
 from .model_bisect import BisectResult as BisectResult
+from .model_nodes import NodeRecord as NodeRecord
+from .model_nodes import StagedFile as StagedFile
 from .model_series import ConfigChange as ConfigChange
 from .model_series import PatchResult as PatchResult
 from .model_series import SeriesOrigin as SeriesOrigin
@@ -124,32 +126,6 @@ class KernelInfo:
     warnings: list[str] | None = field(default=None, metadata=OMIT)
     accel: str | None = field(default=None, metadata=OMIT)      # kvm | tcg
     accel_reason: str | None = field(default=None, metadata=OMIT)
-
-
-@dataclass(frozen=True)
-class NodeRecord:
-    name: str
-    ssh_port: int
-    l2_ip: str
-    boot_seconds: float
-    backend: str = "qemu"          # qemu | libvirt | lava
-    uri: str = ""                  # libvirt: the connection URI
-    host: str = ""                 # the machine the VM ran on (lava: the lab's device)
-    domain: str = ""               # libvirt: the domain's name
-    # lava: the node's job in the lab, and its page there
-    lava_job: int | None = field(default=None, metadata=OMIT)
-    lava_url: str | None = field(default=None, metadata=OMIT)
-
-
-@dataclass(frozen=True)
-class StagedFile:
-    """A file a remote hypervisor host got in its storage pool (vm/staging.py)."""
-    role: str                      # kernel | modules | rootfs
-    volume: str                    # <role>-<content hash>[.img]
-    path: str                      # the volume's path on the host
-    size: int                      # bytes of the file (holes included)
-    bytes_sent: int                # data bytes uploaded by this run (0: reused)
-    seconds: float
 
 
 @dataclass(frozen=True)
