@@ -52,8 +52,11 @@ class ResponseTooLarge(WebError):
         self.url, self.limit = url, limit
 
 
-def checked_url(value: Any, key: str, insecure: bool, example: str) -> urllib.parse.SplitResult:
-    """The parts of a service's URL (`key` names it in its file), else PlanError."""
+def checked_url(value: Any, key: str, insecure: bool, example: str,
+                allow_http: str = "pass --insecure (a test server)"
+                ) -> urllib.parse.SplitResult:
+    """The parts of a service's URL (`key` names it in its file), else PlanError;
+    `allow_http` says how the user allows plain http."""
     shown = quote(_no_userinfo(value) if isinstance(value, str) else value)
     try:
         parts = urllib.parse.urlsplit(value) if isinstance(value, str) else None
@@ -72,8 +75,7 @@ def checked_url(value: Any, key: str, insecure: bool, example: str) -> urllib.pa
         raise PlanError(f"{key}: {shown} has a query or fragment; give the address alone")
     if parts.scheme == "http" and not insecure:
         raise PlanError(f"{key}: {shown} is http://: the token and what is sent would "
-                        "cross the network unencrypted; use https://, or pass --insecure (a test "
-                        "server)")
+                        f"cross the network unencrypted; use https://, or {allow_http}")
     return parts
 
 

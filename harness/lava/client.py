@@ -208,16 +208,21 @@ class Lab:
         try:
             return self.wait(ids, timeout, poll=poll, on_change=on_change)
         except BaseException:
-            for job_id in ids:
-                try:
-                    self.cancel(job_id)
-                except LabError:
-                    pass        # the lab is unreachable: nothing more to do from here
+            self.cancel_all(ids)
             raise
 
     def cancel(self, job_id: int) -> None:
         """Ask the lab to cancel a job (a finished job stays as it was)."""
         self._get(f"jobs/{int(job_id)}/cancel/")
+
+    def cancel_all(self, job_ids: list[int]) -> None:
+        """Cancel every job that can be; a lab that cannot be reached leaves
+        nothing more to do from here (what stopped the caller is its error)."""
+        for job_id in job_ids:
+            try:
+                self.cancel(job_id)
+            except LabError:
+                pass
 
     def tests(self, job_id: int) -> list[LabTest]:
         """Every test case of a job, with its suite's name."""

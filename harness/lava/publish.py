@@ -27,8 +27,6 @@ def publish(kernel: KernelBuild, image: GuestImage, modules_disk: Path, dest: Pa
     """Put the three files in `dest` (made when missing); their URLs under
     `url` (default: file:// of `dest`)."""
     dest.mkdir(parents=True, exist_ok=True)
-    prefix = url or dest.resolve().as_uri()
-    prefix = prefix if prefix.endswith("/") else prefix + "/"
     names = {
         "kernel": f"bzImage-{kernel.key}",
         "root": f"{image.name}-{image.recipe_hash[:16]}.qcow2",
@@ -37,8 +35,7 @@ def publish(kernel: KernelBuild, image: GuestImage, modules_disk: Path, dest: Pa
     _put(dest / names["kernel"], lambda tmp: shutil.copyfile(kernel.bzimage, tmp))
     _put(dest / names["root"], lambda tmp: _qcow2(image.disk, tmp, log))
     _put(dest / names["modules"], lambda tmp: shutil.copyfile(modules_disk, tmp))
-    return Artifacts(**{k: urllib.parse.urljoin(prefix, urllib.parse.quote(v))
-                        for k, v in names.items()})
+    return Artifacts(**{k: url_of(v, dest, url) for k, v in names.items()})
 
 
 def put_bytes(data: bytes, name: str, dest: Path, url: str = "") -> str:
@@ -46,6 +43,11 @@ def put_bytes(data: bytes, name: str, dest: Path, url: str = "") -> str:
     its URL under `url` (default file:// of `dest`)."""
     dest.mkdir(parents=True, exist_ok=True)
     _put(dest / name, lambda tmp: tmp.write_bytes(data))
+    return url_of(name, dest, url)
+
+
+def url_of(name: str, dest: Path, url: str = "") -> str:
+    """Where the lab fetches `dest`/`name`: under `url`, else file:// of `dest`."""
     prefix = url or dest.resolve().as_uri()
     prefix = prefix if prefix.endswith("/") else prefix + "/"
     return urllib.parse.urljoin(prefix, urllib.parse.quote(name))

@@ -135,11 +135,7 @@ def _follow(run: Run, lab: Lab, ids: list[int], until_running: bool) -> list[Job
             return lab.wait_running(ids, limit, on_change=said)
         return lab.wait(ids, limit, on_change=said)
     except BaseException:
-        for job_id in ids:
-            try:
-                lab.cancel(job_id)
-            except LabError:
-                pass
+        lab.cancel_all(ids)
         raise
 
 

@@ -83,7 +83,7 @@ def plain_http(lava: LavaSpec) -> bool:
 
 def _url(url: str, key: str, src: str, insecure: bool) -> None:
     try:
-        checked_url(url, key, insecure or loopback(url), "https://lava.example.org/")
+        checked_url(url, key, insecure or loopback(url), "https://lava.example.org/",
+                    "set lava.insecure: true")
     except PlanError as exc:
-        raise PlanError(f"{src}: {exc}".replace("pass --insecure (a test server)",
-                                                 "set lava.insecure: true")) from None
+        raise PlanError(f"{src}: {exc}") from None
