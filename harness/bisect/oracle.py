@@ -80,10 +80,14 @@ class Oracle:
         t = self.target
         self.in_boot = bool(t.tests) and not t.crash and not t.perf
 
+    def _plan(self, index: int) -> Plan:
+        """The step's plan for the commit at `index`: narrowed to the target."""
+        return dataclasses.replace(narrow(self.rng.plan_for(index), self.target),
+                                   name=f"{self.rng.plan.name}-bisect-{index}")
+
     def __call__(self, index: int) -> Step:
         rng = self.rng
-        plan = dataclasses.replace(narrow(rng.plan_for(index), self.target),
-                                   name=f"{rng.plan.name}-bisect-{index}")
+        plan = self._plan(index)
         if self.in_boot:
             runs = self.runs_for() if self.runs_for else self.repeat
             if index == len(rng.labels) - 1:
@@ -112,9 +116,7 @@ class Oracle:
     def measure(self, step: Step, runs: int) -> None:
         """`runs` more runs of a bad step's commit in one boot, all of them
         (the failure rate's evidence, rate.RATE_RUNS), counted into `step`."""
-        rng = self.rng
-        plan = dataclasses.replace(narrow(rng.plan_for(step.index), self.target),
-                                   name=f"{rng.plan.name}-bisect-{step.index}", repeat=runs)
+        plan = dataclasses.replace(self._plan(step.index), repeat=runs)
         start = time.monotonic()
         result = self._one_run(plan, step)
         step.seconds = round(step.seconds + time.monotonic() - start, 1)

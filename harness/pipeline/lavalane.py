@@ -27,18 +27,18 @@ from ..results.model import NodeRecord, TestRecord
 from ..vm import topology
 from ..vm.node import READY, BootConfig, cmdline
 from .stages import Run
+from ..suites.plugin import SuiteContext
 from .suiteloop import attribution, suite_context
 
 QUEUE_MINUTES = 30         # minutes a job may wait for its devices before it is given up
 
 
-def lane_input(run: Run, names: tuple[str, ...], nodes, host_key_pub: str) -> dict:
-    """What dut.py needs to run the suites as the host's suite loop would."""
-    assert run.kernel is not None, "the lane runs after the kernel stages"
-    plan, kernel = run.plan, run.kernel
-    sctx = suite_context(run, kernel, names)
+def lane_input(run: Run, sctx: SuiteContext, nodes, host_key_pub: str) -> dict:
+    """What dut.py needs to run the plan's suites as the host's suite loop
+    would (`sctx`: their context on this host, suiteloop.suite_context)."""
+    plan = run.plan
     return {
-        "suites": list(names), "kernel_release": kernel.build.release,
+        "suites": list(plan.suites), "kernel_release": sctx.kernel_release,
         "modules": list(sctx.modules), "module_cycles": sctx.module_cycles,
         "perf_repeat": sctx.perf_repeat, "command_timeout": sctx.command_timeout,
         "select": list(sctx.select), "expectations": to_plain(sctx.expectations),
@@ -63,12 +63,14 @@ def boot_and_test(run: Run, img: image.GuestImage, moddisk: Path) -> None:
     spec, vm = plan.lava, plan.vm
     lab = lab_for(plan)
     nodes = topology(vm)
+    sctx = suite_context(run, run.kernel, plan.suites)
+    result.expectations = sctx.expectations.summary()
     with run.stages("publish"):
         dest = Path(spec.publish_dir).expanduser() if spec.publish_dir else (
             run.cache.root / "lava-publish")
         artifacts = publish.publish(kb, img, moddisk, dest, spec.publish_url,
                                     run.logs / "image.log")
-        data = lane.bundle(lane_input(run, plan.suites, nodes, img.host_key_pub),
+        data = lane.bundle(lane_input(run, sctx, nodes, img.host_key_pub),
                            run.kernel.artifacts, len(nodes) > 1, _pathspec())
         bundle_url = publish.put_bytes(data, f"lane-{lane.key_of(data)}.img", dest,
                                        spec.publish_url)
@@ -146,7 +148,8 @@ def _read_back(run: Run, lab: Lab, ids: list[int], jobs: list[Job], nodes) -> No
     result = run.result
     found = attribution(run)
     said = lines.Said()
-    devices = {j.id: j.device for j in (jobs or [lab.job(i) for i in ids])}
+    jobs = jobs or [lab.job(i) for i in ids]
+    devices = {j.id: j.device for j in jobs}
     for index, (node, record, job_id) in enumerate(zip(nodes, result.nodes, ids)):
         log = lab.log(job_id)
         console = console_of(log)
@@ -167,10 +170,7 @@ def _read_back(run: Run, lab: Lab, ids: list[int], jobs: list[Job], nodes) -> No
         except DecodeError as exc:
             said.problem = said.problem or f"a row the DUT sent does not decode: {exc}"
     result.tests = rows
-    sctx = suite_context(run, run.kernel, run.plan.suites) if run.kernel else None
-    if sctx is not None:
-        result.expectations = sctx.expectations.summary()
-    unfinished = [j for j in (jobs or [lab.job(i) for i in ids]) if not j.complete]
+    unfinished = [j for j in jobs if not j.complete]
     if unfinished:
         first = unfinished[0]
         raise LabError(f"lava: job {first.id} ({first.device or 'no device'}) ended "
