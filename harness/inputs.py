@@ -227,6 +227,22 @@ def read_text(path: Path, what: str, *, limit: int = TEXT_LIMIT,
     return text
 
 
+SECRET_LIMIT = 4096             # a token or a password, not a file of secrets
+
+
+def read_secret(path: Path, what: str) -> str:
+    """A token or password from its file: small, regular, text, stripped;
+    the file's text is never shown. Exit 2 naming `what` for a file that
+    cannot be read or holds nothing."""
+    try:
+        value = read_text(path, what, limit=SECRET_LIMIT).strip()
+    except OSError as exc:
+        raise PlanError(f"{what}: cannot read {path} ({exc.strerror})", EXIT_BAD_INPUT) from None
+    if not value:
+        raise PlanError(f"{what}: {path} is empty", EXIT_BAD_INPUT)
+    return value
+
+
 def _size(limit: int) -> str:
     return f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
 

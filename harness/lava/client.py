@@ -292,18 +292,15 @@ def console_of(log: list[LogLine]) -> str:
 
 
 def read_token(path: str, key: str = "lava.token_file") -> str:
-    """The lab's API token from its file (small, regular, one line); the
-    text is never shown. A file that is not that is exit 2 naming the key."""
+    """The lab's API token from its file (inputs.read_secret: small, regular,
+    never shown); one word, as LAVA's tokens are. Exit 2 naming the key."""
     from pathlib import Path
 
     from ..errors import PlanError
-    from ..inputs import read_text
+    from ..inputs import read_secret
     full = Path(path).expanduser()
-    try:
-        token = read_text(full, key, limit=4096).strip()
-    except OSError as exc:
-        raise PlanError(f"{key}: cannot read {full} ({exc.strerror})") from None
-    if not token or any(c.isspace() for c in token):
+    token = read_secret(full, key)
+    if any(c.isspace() for c in token):
         raise PlanError(f"{key}: {full} holds no token (one line, no spaces: the lab's "
                         "Profile -> API tokens)")
     return token

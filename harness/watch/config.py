@@ -31,11 +31,10 @@ from urllib.parse import urlsplit
 
 from .. import datafile
 from ..errors import EXIT_BAD_INPUT, PlanError
-from ..inputs import check_name, quote, read_text
+from ..inputs import check_name, quote, read_secret
 
 TOKEN_ENV = "HARNESS_PATCHWORK_TOKEN"
 PASSWORD_ENV = "HARNESS_SMTP_PASSWORD"
-SECRET_LIMIT = 4096             # a token or a password, not a file of secrets
 
 
 @dataclass(frozen=True)
@@ -143,13 +142,5 @@ def secret(path: str, env: str, what: str, base: Path | None) -> str | None:
         full = Path(path).expanduser()
         if not full.is_absolute() and base is not None:
             full = base.parent / full
-        try:
-            text = read_text(full, what, limit=SECRET_LIMIT)
-        except OSError as exc:
-            raise PlanError(f"{what}: cannot read {full} ({exc.strerror})",
-                            EXIT_BAD_INPUT) from None
-        value = text.strip()
-        if not value:
-            raise PlanError(f"{what}: {full} is empty", EXIT_BAD_INPUT)
-        return value
+        return read_secret(full, what)
     return os.environ.get(env) or None
